@@ -1,0 +1,77 @@
+"""One evaluation sample (SPEC §1) and the error every bad input turns into."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+# Canonical field -> names accepted on input, in order of preference.
+FIELD_ALIASES: dict[str, tuple[str, ...]] = {
+    "question": ("question", "user_input", "query"),
+    "answer": ("answer", "response", "prediction"),
+    "contexts": ("contexts", "retrieved_contexts", "retrieved"),
+    "ground_truth": ("ground_truth", "reference", "ground_truths", "gold"),
+    "reference_contexts": ("reference_contexts", "references", "gold_contexts"),
+    "keypoints": ("keypoints", "key_points"),
+}
+
+TEXT_FIELDS = ("question", "answer", "ground_truth")
+LIST_FIELDS = ("contexts", "reference_contexts", "keypoints")
+
+
+class DataError(ValueError):
+    """Bad input. The message is one line naming the file, the row (1-based) and the field."""
+
+    def __init__(self, message: str, *, source: str | None = None, row: int | None = None,
+                 field: str | None = None):
+        where = ", ".join(
+            part for part in (
+                source,
+                f"row {row}" if row is not None else None,
+                f"field '{field}'" if field else None,
+            ) if part
+        )
+        super().__init__(f"{where}: {message}" if where else message)
+        self.source, self.row, self.field = source, row, field
+
+
+@dataclass
+class Sample:
+    """A question, the RAG system's answer and retrieved contexts, and whatever reference exists.
+
+    Fields a metric does not need may be None; a metric whose field is missing is *unscored* for
+    this sample with the reason ``missing_field:<name>``, never a crash and never NaN.
+    """
+
+    id: str
+    question: str | None = None
+    answer: str | None = None
+    contexts: list[str] | None = None
+    ground_truth: str | None = None
+    reference_contexts: list[str] | None = None
+    keypoints: list[str] | None = None
+    language: str | None = None
+    row: int = 0  # 1-based position in the source file, for messages
+    extra: dict[str, Any] = field(default_factory=dict)  # carried through to the output untouched
+
+    def missing(self, names: tuple[str, ...] | list[str]) -> list[str]:
+        """The names among ``names`` that this sample lacks (None or empty)."""
+        out = []
+        for name in names:
+            value = getattr(self, name)
+            if value is None or (isinstance(value, (str, list)) and len(value) == 0):
+                out.append(name)
+        return out
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "question": self.question,
+            "answer": self.answer,
+            "contexts": self.contexts,
+            "ground_truth": self.ground_truth,
+            "reference_contexts": self.reference_contexts,
+            "keypoints": self.keypoints,
+            "language": self.language,
+            **self.extra,
+        }

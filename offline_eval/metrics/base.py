@@ -1,0 +1,88 @@
+"""What a metric is and what it returns.
+
+A metric describes its work for one sample as a generator: it ``yield``s a request, or a list of
+requests, and receives the result (or the list of results) back; it ``return``s a Score. The engine
+drives every (sample, metric) generator of the dataset in lockstep, so each yield point is a stage
+whose requests are gathered across the whole dataset, deduplicated and executed in batches.
+
+    def score(self, sample, ctx):
+        claims = yield Generate(...)          # one request -> one result
+        probs = yield [Classify(...), ...]    # a list -> a list of results, same order
+        return Score(value=..., metadata={...})
+
+A metric that needs no model simply returns without yielding.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any, ClassVar, Generator
+
+from offline_eval.data.schema import Sample
+
+
+@dataclass
+class Score:
+    """A metric's verdict on one sample.
+
+    ``value`` is None exactly when the sample is *unscored*; ``reason`` then says why
+    (``missing_field:answer``, ``no_claims``, ``judge_unparseable``, ...). Never NaN.
+    """
+
+    value: float | None
+    reason: str | None = None
+    explanation: str = ""
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if self.value is not None:
+            value = float(self.value)
+            if math.isnan(value) or math.isinf(value):
+                raise ValueError("a Score value must be finite; use Score.unscored(reason) instead")
+            self.value = value
+        elif not self.reason:
+            raise ValueError("an unscored Score needs a reason")
+
+    @property
+    def scored(self) -> bool:
+        return self.value is not None
+
+    @classmethod
+    def unscored(cls, reason: str, explanation: str = "", **metadata: Any) -> "Score":
+        return cls(value=None, reason=reason, explanation=explanation, metadata=metadata)
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"value": self.value}
+        if self.reason:
+            out["reason"] = self.reason
+        if self.explanation:
+            out["explanation"] = self.explanation
+        if self.metadata:
+            out["metadata"] = self.metadata
+        return out
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "Score":
+        return cls(value=data.get("value"), reason=data.get("reason"),
+                   explanation=data.get("explanation", ""), metadata=data.get("metadata", {}))
+
+
+ScoreGenerator = Generator[Any, Any, Score]
+
+
+class Metric:
+    """Base class. Subclasses set ``name``, ``requires`` (sample fields) and ``roles`` (models used)."""
+
+    name: ClassVar[str]
+    requires: ClassVar[tuple[str, ...]] = ()
+    roles: ClassVar[frozenset[str]] = frozenset()  # subset of {"judge", "verifier", "embedder"}
+    description: ClassVar[str] = ""
+
+    def score(self, sample: Sample, ctx: Any) -> ScoreGenerator:
+        raise NotImplementedError
+        yield  # pragma: no cover  (makes every override a generator by convention)
+
+    def config(self) -> dict[str, Any]:
+        """Settings that change this metric's value; they enter the run fingerprint."""
+        return {}

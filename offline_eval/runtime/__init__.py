@@ -1,0 +1,1 @@
+"""Local model runtime: one interface per model role, backends chosen by name and imported lazily."""
