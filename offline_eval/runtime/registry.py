@@ -17,9 +17,11 @@ BACKENDS: dict[str, dict[str, tuple[str, str, str | None]]] = {
     },
     "verifier": {
         "hhem": ("offline_eval.runtime.hhem", "HHEMVerifier", None),
+        "scripted": ("offline_eval.runtime.scripted", "ScriptedVerifier", None),
     },
     "embedder": {
         "sentence-transformers": ("offline_eval.runtime.embedder", "SentenceTransformerEmbedder", None),
+        "hashing": ("offline_eval.runtime.hashing_embedder", "HashingEmbedder", None),
     },
 }
 

@@ -1,0 +1,209 @@
+"""Prompts of the Ragas metric family (SPEC §2), English and Chinese."""
+
+from __future__ import annotations
+
+from offline_eval.prompts.base import Prompt, register
+
+JSON_ONLY = {
+    "en": "You are a meticulous evaluator. Reply with JSON only, exactly in the format asked for.",
+    "zh": "你是一名严谨的评估员。只用 JSON 回答，严格按照要求的格式。",
+}
+YES_NO = {
+    "en": "You are a meticulous evaluator. Answer with a single word: Yes or No.",
+    "zh": "你是一名严谨的评估员。只用一个英文单词回答：Yes 或 No。",
+}
+
+CLAIMS = register(Prompt(
+    name="claims",
+    system=JSON_ONLY,
+    template={
+        "en": ("Break the answer into short, self-contained factual claims. Replace pronouns with what "
+               "they refer to (use the question to resolve them). Keep the answer's language. Do not add "
+               "facts. An answer that states nothing factual has no claims.\n"
+               "Question: {question}\nAnswer: {answer}\n"
+               'JSON: {{"claims": ["...", "..."]}}'),
+        "zh": ("把回答拆分成简短、独立完整的事实陈述。用问题消解代词，写出所指对象。保持回答的语言，不要添加事实。"
+               "没有事实内容的回答没有陈述。\n"
+               "问题：{question}\n回答：{answer}\n"
+               'JSON：{{"claims": ["...", "..."]}}'),
+    },
+    schema={"type": "object", "required": ["claims"],
+            "properties": {"claims": {"type": "array", "items": {"type": "string"}}}},
+    examples={
+        "en": [({"question": "Who was Albert Einstein and what is he best known for?",
+                 "answer": "He was a German-born theoretical physicist, best known for the theory of relativity."},
+                {"claims": ["Albert Einstein was a German-born theoretical physicist.",
+                            "Albert Einstein is best known for the theory of relativity."]})],
+        "zh": [({"question": "爱因斯坦是谁？他以什么闻名？",
+                 "answer": "他是出生于德国的理论物理学家，以相对论闻名。"},
+                {"claims": ["爱因斯坦是出生于德国的理论物理学家。", "爱因斯坦以相对论闻名。"]})],
+    },
+))
+
+SUPPORT_OPTION = register(Prompt(
+    name="support_option",
+    system=YES_NO,
+    template={
+        "en": ("Context:\n{premise}\n\nStatement: {hypothesis}\n\n"
+               "Is the statement fully supported by the context? Answer Yes or No."),
+        "zh": ("上下文：\n{premise}\n\n陈述：{hypothesis}\n\n"
+               "该陈述是否完全得到上下文的支持？回答 Yes 或 No。"),
+    },
+))
+
+SUPPORT_VERDICTS = register(Prompt(
+    name="support_verdicts",
+    system=JSON_ONLY,
+    template={
+        "en": ("Context chunks:\n{premise}\n\nFor each statement decide whether the context chunks "
+               "support it. Give a one-sentence reason, supported true/false, and the number of the "
+               "chunk that supports it (null when none).\nStatements:\n{statements}\n"
+               'JSON: {{"verdicts": [{{"statement": "...", "reason": "...", "supported": true, "chunk": 1}}]}}'),
+        "zh": ("上下文片段：\n{premise}\n\n逐条判断下列陈述是否得到上下文片段的支持。给出一句理由、supported 为 true/false，"
+               "以及支持它的片段编号（没有则为 null）。\n陈述：\n{statements}\n"
+               'JSON：{{"verdicts": [{{"statement": "...", "reason": "...", "supported": true, "chunk": 1}}]}}'),
+    },
+    schema={"type": "object", "required": ["verdicts"], "properties": {"verdicts": {
+        "type": "array", "items": {"type": "object", "required": ["supported"], "properties": {
+            "statement": {"type": "string"}, "reason": {"type": "string"},
+            "supported": {"type": "boolean"}, "chunk": {"type": ["integer", "null"]}}}}}},
+))
+
+QUESTIONS = register(Prompt(
+    name="questions",
+    system=JSON_ONLY,
+    template={
+        "en": ("Write {n} different questions that the answer below would answer, in the answer's "
+               "language. Also say whether the answer is noncommittal (evasive, vague, "
+               '"I don\'t know").\nAnswer: {answer}\n'
+               'JSON: {{"noncommittal": false, "questions": ["...", "..."]}}'),
+        "zh": ("写出 {n} 个不同的问题，使下面的回答恰好回答这些问题，问题使用回答的语言。同时判断该回答是否含糊其辞"
+               "（回避、模糊、“我不知道”）。\n回答：{answer}\n"
+               'JSON：{{"noncommittal": false, "questions": ["...", "..."]}}'),
+    },
+    schema={"type": "object", "required": ["noncommittal", "questions"], "properties": {
+        "noncommittal": {"type": "boolean"},
+        "questions": {"type": "array", "items": {"type": "string"}}}},
+    examples={
+        "en": [({"n": 2, "answer": "Albert Einstein was born in Germany."},
+                {"noncommittal": False, "questions": ["Where was Albert Einstein born?",
+                                                      "In which country was Einstein born?"]}),
+               ({"n": 2, "answer": "I don't know about the groundbreaking feature of the smartphone invented in 2023."},
+                {"noncommittal": True, "questions": ["What was the groundbreaking feature of the smartphone invented in 2023?",
+                                                     "Which feature of the 2023 smartphone was groundbreaking?"]})],
+        "zh": [({"n": 2, "answer": "爱因斯坦出生于德国。"},
+                {"noncommittal": False, "questions": ["爱因斯坦出生在哪里？", "爱因斯坦出生于哪个国家？"]})],
+    },
+))
+
+RELEVANT_SENTENCES = register(Prompt(
+    name="relevant_sentences",
+    system=JSON_ONLY,
+    template={
+        "en": ("Copy, unchanged, the sentences of the context that are needed to answer the question. "
+               "If none is needed, return an empty list.\n"
+               "Question: {question}\nContext:\n{context}\n"
+               'JSON: {{"sentences": ["..."]}}'),
+        "zh": ("原样摘抄上下文中回答问题所需的句子。如果没有需要的句子，返回空列表。\n"
+               "问题：{question}\n上下文：\n{context}\n"
+               'JSON：{{"sentences": ["..."]}}'),
+    },
+    schema={"type": "object", "required": ["sentences"],
+            "properties": {"sentences": {"type": "array", "items": {"type": "string"}}}},
+))
+
+CHUNK_USEFUL_OPTION = register(Prompt(
+    name="chunk_useful_option",
+    system=YES_NO,
+    template={
+        "en": ("Question: {question}\nAnswer: {answer}\nContext: {context}\n\n"
+               "Was this context useful in arriving at the given answer? Answer Yes or No."),
+        "zh": ("问题：{question}\n答案：{answer}\n上下文：{context}\n\n"
+               "这段上下文对得出给定答案是否有用？回答 Yes 或 No。"),
+    },
+))
+
+CHUNK_USEFUL = register(Prompt(
+    name="chunk_useful",
+    system=JSON_ONLY,
+    template={
+        "en": ("Question: {question}\nAnswer: {answer}\nContext: {context}\n\n"
+               "Was this context useful in arriving at the given answer? Give a one-sentence reason.\n"
+               'JSON: {{"reason": "...", "useful": true}}'),
+        "zh": ("问题：{question}\n答案：{answer}\n上下文：{context}\n\n"
+               "这段上下文对得出给定答案是否有用？给出一句理由。\n"
+               'JSON：{{"reason": "...", "useful": true}}'),
+    },
+    schema={"type": "object", "required": ["useful"],
+            "properties": {"reason": {"type": "string"}, "useful": {"type": "boolean"}}},
+))
+
+ENTITIES = register(Prompt(
+    name="entities",
+    system=JSON_ONLY,
+    template={
+        "en": ("List the named entities (people, organisations, places, dates, numbers with units, "
+               "products, laws) in the text, each once, as written.\nText: {text}\n"
+               'JSON: {{"entities": ["..."]}}'),
+        "zh": ("列出文本中的命名实体（人物、机构、地点、日期、带单位的数字、产品、法律），每个只列一次，按原文书写。\n"
+               "文本：{text}\n"
+               'JSON：{{"entities": ["..."]}}'),
+    },
+    schema={"type": "object", "required": ["entities"],
+            "properties": {"entities": {"type": "array", "items": {"type": "string"}}}},
+    examples={
+        "en": [({"text": "The Eiffel Tower, in Paris, France, was completed in 1889 for the World's Fair."},
+                {"entities": ["Eiffel Tower", "Paris", "France", "1889", "World's Fair"]})],
+        "zh": [({"text": "埃菲尔铁塔位于法国巴黎，于1889年为世界博览会建成。"},
+                {"entities": ["埃菲尔铁塔", "法国", "巴黎", "1889年", "世界博览会"]})],
+    },
+))
+
+RUBRIC_OPTION = register(Prompt(
+    name="rubric_option",
+    system={"en": "You are a meticulous evaluator. Answer with a single digit from 1 to 5.",
+            "zh": "你是一名严谨的评估员。只用 1 到 5 之间的一个数字回答。"},
+    template={
+        "en": ("Score the response against the rubric.\nRubric:\n{rubric}\n\nQuestion: {question}\n"
+               "Response: {answer}\n{reference_block}Score (1-5):"),
+        "zh": ("按照评分标准给回答打分。\n评分标准：\n{rubric}\n\n问题：{question}\n回答：{answer}\n"
+               "{reference_block}分数（1-5）："),
+    },
+))
+
+RUBRIC = register(Prompt(
+    name="rubric",
+    system=JSON_ONLY,
+    template={
+        "en": ("Score the response against the rubric and explain briefly.\nRubric:\n{rubric}\n\n"
+               "Question: {question}\nResponse: {answer}\n{reference_block}"
+               'JSON: {{"feedback": "...", "score": 3}}'),
+        "zh": ("按照评分标准给回答打分，并简要说明。\n评分标准：\n{rubric}\n\n问题：{question}\n回答：{answer}\n"
+               "{reference_block}"
+               'JSON：{{"feedback": "...", "score": 3}}'),
+    },
+    schema={"type": "object", "required": ["score"], "properties": {
+        "feedback": {"type": "string"}, "score": {"type": "integer", "enum": [1, 2, 3, 4, 5]}}},
+))
+
+REPAIR = {
+    "en": "Your reply could not be used: {problem}. Reply again with only the corrected JSON.",
+    "zh": "你的回复无法使用：{problem}。请只回复修正后的 JSON。",
+}
+
+DEFAULT_RUBRICS = {
+    "reference_free": {
+        1: "The response is incorrect, irrelevant, or does not answer the question.",
+        2: "The response addresses the question but contains major errors or omissions.",
+        3: "The response is partly correct and relevant, with noticeable gaps or minor errors.",
+        4: "The response is correct and relevant, with small omissions.",
+        5: "The response is fully correct, relevant, complete and clearly stated.",
+    },
+    "with_reference": {
+        1: "The response contradicts the reference or is entirely wrong.",
+        2: "The response agrees with the reference on little; major facts are missing or wrong.",
+        3: "The response agrees with the reference on the main point but misses or garbles details.",
+        4: "The response agrees with the reference with minor omissions.",
+        5: "The response is fully consistent with the reference and complete.",
+    },
+}
