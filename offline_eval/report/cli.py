@@ -1,0 +1,88 @@
+"""``offline-eval report`` and ``offline-eval compare`` subcommands.
+
+The main CLI calls :func:`register` with its subparsers; each subcommand sets ``func`` to a
+callable taking the parsed arguments and returning the exit status. Only argparse is imported
+here; the report machinery is imported when a command runs.
+
+Exit status: 0 success; 1 ``--fail-on-regression`` found a significant regression;
+2 bad input (missing or malformed run directory).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any, Sequence
+
+__all__ = ["register", "cmd_report", "cmd_compare", "main"]
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    """Write the HTML report of a run and print its path."""
+    from offline_eval.report.html import write_report
+
+    try:
+        path = write_report(args.run_dir, getattr(args, "output", None))
+    except (OSError, ValueError) as exc:
+        print(f"offline-eval report: {exc}", file=sys.stderr)
+        return 2
+    print(path)
+    return 0
+
+
+def cmd_compare(args: argparse.Namespace) -> int:
+    """Compare two runs, print the table, write compare.html, optionally gate on regressions."""
+    from offline_eval.report.compare import (
+        compare_runs, print_comparison, regression_failures, write_comparison_html,
+    )
+
+    try:
+        comparison = compare_runs(args.run_a, args.run_b)
+        print_comparison(comparison)
+        path = write_comparison_html(comparison, args.output)
+    except (OSError, ValueError) as exc:
+        print(f"offline-eval compare: {exc}", file=sys.stderr)
+        return 2
+    print(f"\nwrote {path}")
+    if args.fail_on_regression:
+        failures = regression_failures(comparison)
+        for line in failures:
+            print(f"REGRESSION: {line}", file=sys.stderr)
+        if failures:
+            return 1
+    return 0
+
+
+def register(subparsers: Any) -> None:
+    """Add the ``report`` and ``compare`` subcommands to an argparse subparsers object."""
+    p = subparsers.add_parser("report", help="write a self-contained HTML report of a run",
+                              description="Write RUN_DIR/report.html: one self-contained file that "
+                                          "opens offline in any browser.")
+    p.add_argument("run_dir", metavar="RUN_DIR", help="directory written by `offline-eval run`")
+    p.add_argument("--output", "-o", metavar="FILE", default=None,
+                   help="where to write the HTML (default: RUN_DIR/report.html)")
+    p.set_defaults(func=cmd_report)
+
+    c = subparsers.add_parser("compare", help="compare two runs sample by sample",
+                              description="Pair the samples of two runs by id and report, per metric, "
+                                          "the change B - A with a paired bootstrap interval and p-value.")
+    c.add_argument("run_a", metavar="RUN_A", help="baseline run directory")
+    c.add_argument("run_b", metavar="RUN_B", help="candidate run directory")
+    c.add_argument("--output", "-o", metavar="DIR", default=None,
+                   help="directory for compare.html (default: RUN_B)")
+    c.add_argument("--fail-on-regression", action="store_true",
+                   help="exit 1 when any metric is significantly worse in RUN_B "
+                        "(p < 0.05 and the 95%% interval entirely on the bad side of zero)")
+    c.set_defaults(func=cmd_compare)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Stand-alone entry point (``python -m offline_eval.report.cli``), mainly for tests."""
+    parser = argparse.ArgumentParser(prog="offline-eval")
+    register(parser.add_subparsers(dest="command", required=True))
+    args = parser.parse_args(argv)
+    return int(args.func(args))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

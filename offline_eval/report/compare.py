@@ -1,0 +1,338 @@
+"""Comparing two runs of the same dataset: paired per-sample deltas, significance, regressions.
+
+Samples are paired by id; a metric's pairs are the samples scored in both runs. The delta is
+``mean(b - a)`` with a paired bootstrap 95% interval and two-sided p-value
+(:func:`offline_eval.stats.paired_bootstrap`). A metric *regressed* when the change is
+significantly in the bad direction: p < alpha and the whole interval below zero (above zero for
+metrics where lower is better, such as ``hallucination_rate``).
+"""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Any
+
+from offline_eval.report._run import (
+    RunData, fmt_num, load_run, lower_is_better, sample_id, sample_of, score_value, text_of,
+)
+
+__all__ = ["SampleDelta", "MetricComparison", "Comparison", "compare_runs", "regression_failures",
+           "format_comparison", "print_comparison", "render_comparison_html", "write_comparison_html",
+           "COMPARE_FILE"]
+
+COMPARE_FILE = "compare.html"
+ALPHA = 0.05
+
+
+@dataclass
+class SampleDelta:
+    """One paired sample's change on one metric."""
+
+    id: str
+    a: float
+    b: float
+    question: str = ""
+    answer_a: str = ""
+    answer_b: str = ""
+
+    @property
+    def delta(self) -> float:
+        return self.b - self.a
+
+
+@dataclass
+class MetricComparison:
+    """A metric's paired comparison; ``delta``/``ci95``/``p_value`` are None without pairs."""
+
+    name: str
+    n_pairs: int
+    mean_a: float | None
+    mean_b: float | None
+    delta: float | None
+    ci95: tuple[float, float] | None
+    p_value: float | None
+    lower_is_better: bool = False
+    most_regressed: list[SampleDelta] = field(default_factory=list)
+    alpha: float = ALPHA
+
+    @property
+    def significant(self) -> bool:
+        return (self.p_value is not None and self.ci95 is not None and self.p_value < self.alpha
+                and (self.ci95[1] < 0 or self.ci95[0] > 0))
+
+    @property
+    def regressed(self) -> bool:
+        """Significantly worse in b: p < alpha and the interval entirely on the bad side of 0."""
+        if not self.significant or self.ci95 is None:
+            return False
+        return self.ci95[0] > 0 if self.lower_is_better else self.ci95[1] < 0
+
+    @property
+    def improved(self) -> bool:
+        if not self.significant or self.ci95 is None:
+            return False
+        return self.ci95[1] < 0 if self.lower_is_better else self.ci95[0] > 0
+
+    @property
+    def verdict(self) -> str:
+        if self.n_pairs == 0:
+            return "no pairs"
+        return "regressed" if self.regressed else "improved" if self.improved else "no significant change"
+
+
+@dataclass
+class Comparison:
+    """Run b against run a (b − a)."""
+
+    run_a: Path
+    run_b: Path
+    label_a: str
+    label_b: str
+    n_common: int
+    only_in_a: list[str]
+    only_in_b: list[str]
+    metrics: list[MetricComparison]
+    metrics_only_in_a: list[str] = field(default_factory=list)
+    metrics_only_in_b: list[str] = field(default_factory=list)
+
+    def metric(self, name: str) -> MetricComparison:
+        for m in self.metrics:
+            if m.name == name:
+                return m
+        raise KeyError(name)
+
+    @property
+    def regressions(self) -> list[MetricComparison]:
+        return [m for m in self.metrics if m.regressed]
+
+
+def _index(data: RunData) -> dict[str, dict[str, Any]]:
+    """Records by sample id; a repeated id keeps its first record."""
+    out: dict[str, dict[str, Any]] = {}
+    for i, rec in enumerate(data.results):
+        out.setdefault(sample_id(rec, i), rec)
+    return out
+
+
+def _label(data: RunData) -> str:
+    return data.path.resolve().name or str(data.path)
+
+
+def compare_runs(run_a: str | Path | RunData, run_b: str | Path | RunData, *, alpha: float = ALPHA,
+                 top: int = 10) -> Comparison:
+    """Compare run b against run a, sample by sample (paired by id), metric by metric."""
+    from offline_eval.stats import paired_bootstrap
+
+    a = run_a if isinstance(run_a, RunData) else load_run(run_a)
+    b = run_b if isinstance(run_b, RunData) else load_run(run_b)
+    ia, ib = _index(a), _index(b)
+    common = [sid for sid in ia if sid in ib]
+    names_a, names_b = a.metric_names, b.metric_names
+    shared = [m for m in names_a if m in names_b]
+    metrics = []
+    for m in shared:
+        pairs: list[SampleDelta] = []
+        for sid in common:
+            va, vb = score_value(ia[sid], m), score_value(ib[sid], m)
+            if va is None or vb is None:
+                continue
+            sb = sample_of(ib[sid])
+            pairs.append(SampleDelta(sid, va, vb, text_of(sb.get("question") or sample_of(ia[sid]).get("question")),
+                                     text_of(sample_of(ia[sid]).get("answer")), text_of(sb.get("answer"))))
+        lib = lower_is_better(m)
+        if not pairs:
+            metrics.append(MetricComparison(m, 0, None, None, None, None, None, lib, [], alpha))
+            continue
+        result = paired_bootstrap([p.a for p in pairs], [p.b for p in pairs])
+        worse = [p for p in pairs if (p.delta > 0 if lib else p.delta < 0)]
+        worse.sort(key=lambda p: (-p.delta if lib else p.delta, p.id))
+        metrics.append(MetricComparison(
+            m, result.n_pairs, sum(p.a for p in pairs) / len(pairs), sum(p.b for p in pairs) / len(pairs),
+            result.delta, (float(result.ci95[0]), float(result.ci95[1])), float(result.p_value), lib,
+            worse[:top], alpha))
+    return Comparison(
+        a.path, b.path, _label(a), _label(b), len(common),
+        [sid for sid in ia if sid not in ib], [sid for sid in ib if sid not in ia], metrics,
+        [m for m in names_a if m not in names_b], [m for m in names_b if m not in names_a])
+
+
+def _num(v: float | None, digits: int = 3, sign: bool = False) -> str:
+    if v is None:
+        return "—"
+    return f"{v:+.{digits}f}" if sign else f"{v:.{digits}f}"
+
+
+def _ci(ci: tuple[float, float] | None) -> str:
+    return "—" if ci is None else f"[{ci[0]:+.3f}, {ci[1]:+.3f}]"
+
+
+def _p(p: float | None) -> str:
+    if p is None:
+        return "—"
+    return "<0.001" if p < 0.001 else f"{p:.3f}"
+
+
+def _p_eq(p: float | None) -> str:
+    text = _p(p)
+    return text if text.startswith("<") else f"={text}"
+
+
+def regression_failures(comparison: Comparison) -> list[str]:
+    """One line per metric that regressed significantly (empty when nothing did)."""
+    lines = []
+    for m in comparison.regressions:
+        direction = " (lower is better)" if m.lower_is_better else ""
+        lines.append(f"{m.name} regressed{direction}: {_num(m.mean_a)} -> {_num(m.mean_b)}, "
+                     f"delta {_num(m.delta, sign=True)} 95% CI {_ci(m.ci95)}, p{_p_eq(m.p_value)}, "
+                     f"n={m.n_pairs}")
+    return lines
+
+
+def _rows(comparison: Comparison) -> list[list[str]]:
+    return [[m.name, _num(m.mean_a), _num(m.mean_b), _num(m.delta, sign=True), _ci(m.ci95), _p(m.p_value),
+             str(m.n_pairs), m.verdict] for m in comparison.metrics]
+
+
+_HEAD = ["metric", "A", "B", "delta (B−A)", "95% CI", "p", "pairs", "verdict"]
+
+
+def _notes(comparison: Comparison) -> list[str]:
+    notes = [f"A: {comparison.run_a}", f"B: {comparison.run_b}",
+             f"{comparison.n_common} samples paired by id"]
+    if comparison.only_in_a:
+        notes.append(f"{len(comparison.only_in_a)} samples only in A (ignored)")
+    if comparison.only_in_b:
+        notes.append(f"{len(comparison.only_in_b)} samples only in B (ignored)")
+    if comparison.metrics_only_in_a:
+        notes.append("metrics only in A: " + ", ".join(comparison.metrics_only_in_a))
+    if comparison.metrics_only_in_b:
+        notes.append("metrics only in B: " + ", ".join(comparison.metrics_only_in_b))
+    return notes
+
+
+def format_comparison(comparison: Comparison) -> str:
+    """The comparison as a plain-text table (no colour codes)."""
+    rows = [_HEAD] + _rows(comparison)
+    widths = [max(len(r[i]) for r in rows) for i in range(len(_HEAD))]
+    right = {1, 2, 3, 5, 6}
+    out = []
+    for j, r in enumerate(rows):
+        cells = [c.rjust(widths[i]) if i in right else c.ljust(widths[i]) for i, c in enumerate(r)]
+        out.append("  ".join(cells).rstrip())
+        if j == 0:
+            out.append("  ".join("-" * w for w in widths))
+    return "\n".join(_notes(comparison) + [""] + out) + "\n"
+
+
+def print_comparison(comparison: Comparison, file: IO[str] | None = None) -> None:
+    """Print the comparison table; coloured (via rich) when ``file`` is a terminal."""
+    file = file if file is not None else sys.stdout
+    isatty = getattr(file, "isatty", None)
+    if not (callable(isatty) and isatty()):
+        file.write(format_comparison(comparison))
+        return
+    from rich.console import Console
+    from rich.table import Table
+
+    console = Console(file=file, highlight=False, force_terminal=True)
+    for note in _notes(comparison):
+        console.print(note, style="dim", markup=False)
+    table = Table(show_edge=False, header_style="bold")
+    for i, h in enumerate(_HEAD):
+        table.add_column(h, justify="right" if i in {1, 2, 3, 5, 6} else "left")
+    for m, row in zip(comparison.metrics, _rows(comparison)):
+        style = "bold red" if m.regressed else "bold green" if m.improved else ""
+        table.add_row(*row[:-1], f"[{style}]{row[-1]}[/]" if style else row[-1])
+    console.print(table)
+
+
+# ----------------------------------------------------------------------------- HTML
+
+def _span(metrics: list[MetricComparison]) -> float:
+    """The half-width shared by every metric's forest plot, so their intervals compare by eye."""
+    ends = [abs(x) for m in metrics if m.ci95 is not None and m.delta is not None
+            for x in (m.ci95[0], m.ci95[1], m.delta)]
+    return max(ends + [0.05]) * 1.15
+
+
+def _forest(m: MetricComparison, span: float, width: int = 220) -> str:
+    """A small inline SVG: the delta and its interval around a zero line, on [-span, span]."""
+    if m.delta is None or m.ci95 is None:
+        return ""
+
+    def sx(v: float) -> float:
+        return width / 2 + v / span * (width / 2 - 6)
+
+    colour = "#c62828" if m.regressed else "#1a7f37" if m.improved else "#5b6573"
+    return (f"<svg class='ci-bar' width='{width}' height='18' viewBox='0 0 {width} 18' aria-hidden='true'>"
+            f"<line x1='{width / 2}' y1='1' x2='{width / 2}' y2='17' stroke='#9aa4b1' stroke-dasharray='2,2'/>"
+            f"<line x1='{sx(m.ci95[0]):.1f}' y1='9' x2='{sx(m.ci95[1]):.1f}' y2='9' stroke='{colour}' "
+            f"stroke-width='4' stroke-linecap='round' opacity='0.5'/>"
+            f"<circle cx='{sx(m.delta):.1f}' cy='9' r='4.5' fill='{colour}'/></svg>")
+
+
+def render_comparison_html(comparison: Comparison) -> str:
+    """The comparison as a self-contained HTML page."""
+    from offline_eval.report import assets
+    from offline_eval.report.html import e, page, pill
+
+    c = comparison
+    span = _span(c.metrics)
+    rows = []
+    for m in c.metrics:
+        flag = "regressed" if m.regressed else "improved" if m.improved else "same"
+        d_cls = ""
+        if m.delta is not None and m.delta != 0:
+            good = (m.delta < 0) if m.lower_is_better else (m.delta > 0)
+            d_cls = "delta-pos" if good else "delta-neg"
+        rows.append(
+            f"<tr data-metric='{e(m.name)}' data-verdict='{e(flag)}'><td><b>{e(m.name)}</b>"
+            + (" <span class='muted small'>(lower is better)</span>" if m.lower_is_better else "") + "</td>"
+            f"<td class='num'>{pill(m.name, m.mean_a)}</td><td class='num'>{pill(m.name, m.mean_b)}</td>"
+            f"<td class='num {d_cls}' data-v='{'' if m.delta is None else repr(m.delta)}'>{_num(m.delta, sign=True)}</td>"
+            f"<td class='num'>{e(_ci(m.ci95))}</td><td>{_forest(m, span)}</td>"
+            f"<td class='num' data-v='{'' if m.p_value is None else repr(m.p_value)}'>{e(_p(m.p_value))}</td>"
+            f"<td class='num'>{m.n_pairs}</td><td><span class='flag {flag}'>{e(m.verdict)}</span></td></tr>")
+    notes = "".join(f"<span>{e(n)}</span>" for n in _notes(c)[2:])
+    body = [f"<header class='top'><h1>Comparison — {e(c.label_b)} vs {e(c.label_a)}</h1>"
+            f"<div class='meta'><span>A: <b>{e(c.run_a)}</b></span><span>B: <b>{e(c.run_b)}</b></span>{notes}</div></header><main>"]
+    regressions = regression_failures(c)
+    if regressions:
+        body.append("<div class='banner error' id='regressions'><b>Significant regressions:</b><ul>"
+                    + "".join(f"<li>{e(r)}</li>" for r in regressions) + "</ul></div>")
+    body.append("<section id='deltas'><h2>Per-metric change (B − A)</h2>"
+                "<table class='sortable-table' id='compare-table'><thead><tr><th>metric</th><th class='num'>A</th>"
+                "<th class='num'>B</th><th class='num'>delta</th><th class='num'>95% CI</th><th>interval</th>"
+                "<th class='num'>p</th><th class='num'>pairs</th><th>verdict</th></tr></thead><tbody>"
+                + "".join(rows) + "</tbody></table><p class='muted small'>Paired bootstrap over samples "
+                "scored in both runs; two-sided p-value. A change is called a regression/improvement when "
+                f"p &lt; {ALPHA} and the whole 95% interval lies on one side of zero.</p></section>")
+    for m in c.metrics:
+        if not m.most_regressed:
+            continue
+        items = []
+        for s in m.most_regressed:
+            items.append(
+                f"<tr><td>{e(s.id)}</td><td class='num'>{pill(m.name, s.a)}</td><td class='num'>{pill(m.name, s.b)}</td>"
+                f"<td class='num delta-neg'>{s.delta:+.3f}</td><td><div class='text'>{e(s.question[:300])}</div>"
+                f"<details><summary class='muted small'>answers</summary><div class='cols'>"
+                f"<div><div class='label muted small'>A</div><div class='text'>{e(s.answer_a)}</div></div>"
+                f"<div><div class='label muted small'>B</div><div class='text'>{e(s.answer_b)}</div></div>"
+                "</div></details></td></tr>")
+        body.append(f"<section class='regressed-samples' data-metric='{e(m.name)}'><h2>{e(m.name)}: samples that got "
+                    f"worse most</h2><table><thead><tr><th>id</th><th class='num'>A</th><th class='num'>B</th>"
+                    f"<th class='num'>change</th><th>question</th></tr></thead><tbody>{''.join(items)}</tbody></table></section>")
+    body.append("</main><footer>Generated offline by offline-eval. This file loads nothing from the network.</footer>")
+    return page(f"offline-eval comparison — {c.label_b} vs {c.label_a}", "".join(body),
+                scripts=[assets.SIMPLE_SORT_JS])
+
+
+def write_comparison_html(comparison: Comparison, output_dir: str | Path | None = None) -> Path:
+    """Write ``compare.html`` into ``output_dir`` (default: beside run b) and return its path."""
+    out = Path(output_dir) if output_dir is not None else comparison.run_b
+    out.mkdir(parents=True, exist_ok=True)
+    path = out / COMPARE_FILE
+    path.write_text(render_comparison_html(comparison), encoding="utf-8")
+    return path

@@ -1,0 +1,100 @@
+"""CI gates: fail a run whose metric means miss their thresholds, or a comparison that regressed.
+
+``parse_thresholds("faithfulness=0.8,answer_relevancy=0.7")`` -> ``{"faithfulness": 0.8, ...}``;
+``check_thresholds(summary, thresholds)`` -> one line per failing metric (empty list = pass).
+For metrics where lower is better (``hallucination_rate``, ``hallucination``, ``irrelevance``)
+the threshold is a ceiling: the gate fails when the mean is *above* it.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Iterable, Mapping
+
+from offline_eval.report._run import lower_is_better
+
+__all__ = ["parse_thresholds", "check_thresholds", "regression_failures", "ThresholdError"]
+
+
+class ThresholdError(ValueError):
+    """A malformed ``--fail-under`` specification."""
+
+
+def parse_thresholds(spec: str | Iterable[str]) -> dict[str, float]:
+    """Parse ``"name=value,name=value"`` (or a list of such strings, e.g. from a repeated flag)."""
+    parts: list[str] = []
+    for chunk in ([spec] if isinstance(spec, str) else list(spec)):
+        parts.extend(p.strip() for p in str(chunk).split(","))
+    out: dict[str, float] = {}
+    for part in parts:
+        if not part:
+            continue
+        name, sep, raw = part.partition("=")
+        name, raw = name.strip(), raw.strip()
+        if not sep or not name or not raw:
+            raise ThresholdError(f"bad threshold {part!r}: expected metric=value, e.g. faithfulness=0.8")
+        try:
+            value = float(raw)
+        except ValueError:
+            raise ThresholdError(f"bad threshold {part!r}: {raw!r} is not a number") from None
+        if not math.isfinite(value):
+            raise ThresholdError(f"bad threshold {part!r}: the value must be finite")
+        if name in out:
+            raise ThresholdError(f"metric {name!r} is given more than one threshold")
+        out[name] = value
+    if not out:
+        raise ThresholdError("no thresholds given: expected metric=value[,metric=value...]")
+    return out
+
+
+def _pair(mean: float, threshold: float) -> tuple[str, str]:
+    """Format two numbers with enough decimals that they do not print the same."""
+    for digits in (2, 3, 4, 6):
+        a, b = f"{mean:.{digits}f}", f"{threshold:.{digits}f}"
+        if a != b:
+            return a, b
+    return repr(mean), repr(threshold)
+
+
+def _reasons(value: Any) -> str:
+    if not isinstance(value, dict) or not value:
+        return ""
+    items = sorted(value.items(), key=lambda kv: -kv[1] if isinstance(kv[1], int) else 0)
+    return ": " + ", ".join(f"{k} x{v}" for k, v in items)
+
+
+def check_thresholds(summary: Mapping[str, Any], thresholds: Mapping[str, float]) -> list[str]:
+    """One-line reasons for each metric whose mean misses its threshold; [] when all pass.
+
+    ``summary`` is a run's ``summary.json`` (or just its ``"metrics"`` mapping). A metric with no
+    scored samples fails ("... has no scored samples"), and so does a threshold naming a metric
+    the run does not have.
+    """
+    metrics = summary.get("metrics") if isinstance(summary.get("metrics"), Mapping) else summary
+    failures = []
+    for name, threshold in thresholds.items():
+        entry = metrics.get(name)
+        if not isinstance(entry, Mapping):
+            known = ", ".join(sorted(str(k) for k in metrics)) or "none"
+            failures.append(f"{name}: unknown metric, not in this run (run has: {known})")
+            continue
+        mean = entry.get("mean")
+        if isinstance(mean, bool) or not isinstance(mean, (int, float)) or not math.isfinite(mean):
+            n_unscored = entry.get("n_unscored", 0)
+            failures.append(f"{name} has no scored samples ({n_unscored} unscored"
+                            f"{_reasons(entry.get('unscored_reasons'))}); threshold {threshold:g} not met")
+            continue
+        m, t = _pair(float(mean), float(threshold))
+        if lower_is_better(name):
+            if mean > threshold:
+                failures.append(f"{name} mean {m} > {t} (lower is better)")
+        elif mean < threshold:
+            failures.append(f"{name} mean {m} < {t}")
+    return failures
+
+
+def regression_failures(comparison: Any) -> list[str]:
+    """One line per significantly regressed metric of a :class:`~offline_eval.report.compare.Comparison`."""
+    from offline_eval.report.compare import regression_failures as _impl
+
+    return _impl(comparison)

@@ -1,0 +1,613 @@
+"""Self-contained HTML reports: one file per run, with no external reference of any kind.
+
+``write_report(run_dir)`` writes ``run_dir/report.html``: per-metric summary (mean, 95% interval,
+scored/unscored counts and reasons), score histograms, the worst samples per metric, and a
+sortable, filterable per-sample table whose rows expand into the evidence behind each score.
+``write_retrieval_report(output_dir)`` does the same job for the retriever benchmark.
+
+All data is untrusted and is HTML-escaped on the way in; the page also carries a
+Content-Security-Policy that forbids loading anything, so it opens the same in an air-gapped
+browser as anywhere else.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from datetime import datetime
+from html import escape
+from pathlib import Path
+from typing import Any, Iterable
+
+from offline_eval.report import assets, svg
+from offline_eval.report._run import (
+    RunData, fmt_ci, fmt_num, load_run, lower_is_better, sample_id, sample_of, score_entry,
+    score_value, str_list, text_of, unscored_reason,
+)
+
+__all__ = ["write_report", "render_report", "write_retrieval_report", "render_retrieval_report",
+           "page", "REPORT_FILE", "RETRIEVAL_REPORT_FILE"]
+
+REPORT_FILE = "report.html"
+RETRIEVAL_REPORT_FILE = "retrieval_report.html"
+WORST_N = 10
+_SEARCH_CHARS = 4000
+
+
+def e(value: Any) -> str:
+    """HTML-escape any value (None -> "")."""
+    return escape(text_of(value), quote=True)
+
+
+def inline_svg(markup: str) -> str:
+    """An SVG from :mod:`svg` made fit to inline into HTML (drops the namespace URL)."""
+    return markup.replace(" xmlns='http://www.w3.org/2000/svg'", "", 1)
+
+
+def page(title: str, body: str, *, scripts: Iterable[str] = ()) -> str:
+    """A complete HTML document around ``body`` with the inline stylesheet and ``scripts``."""
+    script_html = "".join(f"<script>{s}</script>" for s in (*scripts, assets.READY_JS))
+    return (
+        "<!DOCTYPE html>\n<html lang='en'><head><meta charset='utf-8'>"
+        f"<meta http-equiv='Content-Security-Policy' content=\"{assets.CSP}\">"
+        "<meta name='viewport' content='width=device-width, initial-scale=1'>"
+        "<meta name='referrer' content='no-referrer'>"
+        f"<title>{e(title)}</title><style>{assets.CSS}</style>"
+        f"<script>{assets.ERROR_HOOK_JS}</script></head><body>"
+        "<div id='js-errors' class='banner error' hidden></div>"
+        f"{body}{script_html}</body></html>\n"
+    )
+
+
+# ----------------------------------------------------------------------------- score formatting
+
+def goodness(metric: str, value: float) -> float:
+    """Map a score to [0, 1] where 1 is best, whatever the metric's direction."""
+    v = min(max(value, 0.0), 1.0)
+    return 1.0 - v if lower_is_better(metric) else v
+
+
+def pill(metric: str, value: float | None, reason: str | None = None) -> str:
+    """A score badge coloured from red (bad) to green (good); grey with the reason if unscored."""
+    if value is None:
+        tip = f" title='{e(reason)}'" if reason else ""
+        return f"<span class='pill na'{tip}>n/a</span>"
+    hue = round(goodness(metric, value) * 120)
+    return (f"<span class='pill' style='background:hsl({hue},62%,86%);color:hsl({hue},70%,22%)'>"
+            f"{fmt_num(value)}</span>")
+
+
+def ci_bar(mean: Any, ci: Any, *, width: int = 140, lo: float = 0.0, hi: float = 1.0) -> str:
+    """A tiny inline SVG showing the mean and its interval on [lo, hi]."""
+    if not isinstance(mean, (int, float)) or not (isinstance(ci, (list, tuple)) and len(ci) == 2):
+        return ""
+    try:
+        a, b, m = float(ci[0]), float(ci[1]), float(mean)
+    except (TypeError, ValueError):
+        return ""
+    if not all(math.isfinite(x) for x in (a, b, m)):
+        return ""
+    lo, hi = min(lo, a, m), max(hi, b, m)
+
+    def sx(v: float) -> float:
+        return 4 + (v - lo) / (hi - lo) * (width - 8)
+
+    return (f"<svg class='ci-bar' width='{width}' height='14' viewBox='0 0 {width} 14' aria-hidden='true'>"
+            f"<line x1='4' y1='7' x2='{width - 4}' y2='7' stroke='#d9dee5' stroke-width='2'/>"
+            f"<line x1='{sx(a):.1f}' y1='7' x2='{sx(b):.1f}' y2='7' stroke='#0b5cad' stroke-width='4' "
+            f"stroke-linecap='round' opacity='0.45'/>"
+            f"<circle cx='{sx(m):.1f}' cy='7' r='4' fill='#0b5cad'/></svg>")
+
+
+def _reasons_html(reasons: Any) -> str:
+    if not isinstance(reasons, dict) or not reasons:
+        return ""
+    items = sorted(reasons.items(), key=lambda kv: (-_as_int(kv[1]), str(kv[0])))
+    return "<div class='reasons'>" + ", ".join(
+        f"<code>{e(k)}</code>&nbsp;×{_as_int(v)}" for k, v in items) + "</div>"
+
+
+def _as_int(value: Any) -> int:
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        return 0
+
+
+def _fmt_time(value: Any) -> str:
+    if not isinstance(value, str):
+        return ""
+    try:
+        return datetime.fromisoformat(value.replace("Z", "+00:00")).strftime("%Y-%m-%d %H:%M:%S")
+    except ValueError:
+        return value
+
+
+def _duration(start: Any, end: Any) -> str:
+    try:
+        a = datetime.fromisoformat(str(start).replace("Z", "+00:00"))
+        b = datetime.fromisoformat(str(end).replace("Z", "+00:00"))
+    except ValueError:
+        return ""
+    seconds = (b - a).total_seconds()
+    if seconds < 0:
+        return ""
+    minutes, sec = divmod(int(round(seconds)), 60)
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours}h {minutes:02d}m {sec:02d}s" if hours else f"{minutes}m {sec:02d}s"
+
+
+# ----------------------------------------------------------------------------- run report sections
+
+def _header(data: RunData) -> str:
+    run = data.run
+    dataset = run.get("dataset") or data.path.name
+    models = run.get("models") if isinstance(run.get("models"), dict) else {}
+    meta = [("dataset", dataset), ("profile", run.get("profile")),
+            ("samples", run.get("n_samples", len(data.results)))]
+    meta += [(role, name) for role, name in models.items() if name]
+    if run.get("started"):
+        meta.append(("started", _fmt_time(run.get("started"))))
+    dur = _duration(run.get("started"), run.get("finished"))
+    if dur:
+        meta.append(("duration", dur))
+    items = "".join(f"<span>{e(k)}: <b>{e(v)}</b></span>" for k, v in meta if v not in (None, ""))
+    return (f"<header class='top'><h1>Evaluation report — {e(dataset)}</h1>"
+            f"<div class='meta'>{items}</div></header>")
+
+
+def _starter_banner(data: RunData) -> str:
+    if not data.starter:
+        return ""
+    return ("<div class='banner starter' id='starter-banner' role='alert'><b>Starter profile.</b> "
+            "These scores come from the small starter models and only show that the pipeline runs "
+            "end to end. Do not use them to judge or compare RAG systems; rerun with a full "
+            "profile for real scores.</div>")
+
+
+def _summary_section(data: RunData, metrics: list[str]) -> str:
+    summaries = data.metric_summaries
+    rows = []
+    for m in metrics:
+        s = summaries.get(m, {})
+        mean = s.get("mean")
+        direction = "lower is better" if lower_is_better(m) else ""
+        dir_html = f" <span class='muted small'>({direction})</span>" if direction else ""
+        rows.append(
+            f"<tr data-metric='{e(m)}'><td class='metric'>{e(m)}{dir_html}</td>"
+            f"<td class='num'>{pill(m, mean if isinstance(mean, (int, float)) else None)}</td>"
+            f"<td class='num'>{e(fmt_ci(s.get('ci95')))}</td><td>{ci_bar(mean, s.get('ci95'))}</td>"
+            f"<td class='num'>{e(fmt_num(s.get('std')))}</td>"
+            f"<td class='num'>{_as_int(s.get('n_scored'))}</td>"
+            f"<td class='num'>{_as_int(s.get('n_unscored'))}</td>"
+            f"<td>{_reasons_html(s.get('unscored_reasons'))}</td></tr>")
+    return ("<section id='summary'><h2>Summary</h2><table class='summary'><thead><tr>"
+            "<th>metric</th><th class='num'>mean</th><th class='num'>95% interval</th><th></th>"
+            "<th class='num'>std</th><th class='num'>scored</th><th class='num'>unscored</th>"
+            "<th>unscored reasons</th></tr></thead><tbody>" + "".join(rows) + "</tbody></table>"
+            "<p class='muted small'>Interval: percentile bootstrap of the mean over scored samples. "
+            "Unscored samples (missing fields, nothing to score, unparseable judge output) are "
+            "excluded from the mean, never counted as zero.</p></section>")
+
+
+def _distributions_section(data: RunData, metrics: list[str]) -> str:
+    cards = []
+    for i, m in enumerate(metrics):
+        values = [score_value(r, m) for r in data.results]
+        chart = svg.histogram(values, bins=10, title=m, x_label="score", width=360, height=190,
+                              color=svg.PALETTE[i % len(svg.PALETTE)])
+        cards.append(f"<div class='card'>{inline_svg(chart)}</div>")
+    return "<section id='distributions'><h2>Distributions</h2><div class='grid'>" + "".join(cards) + "</div></section>"
+
+
+def _worst_section(data: RunData, metrics: list[str], anchors: list[str]) -> str:
+    cards = []
+    for m in metrics:
+        scored = [(score_value(r, m), i) for i, r in enumerate(data.results)]
+        scored = [(v, i) for v, i in scored if v is not None]
+        if not scored:
+            cards.append(f"<div class='card'><h3>{e(m)}</h3><p class='muted'>no scored samples</p></div>")
+            continue
+        reverse = lower_is_better(m)
+        scored.sort(key=lambda vi: (-vi[0] if reverse else vi[0], vi[1]))
+        items = []
+        for v, i in scored[:WORST_N]:
+            rec = data.results[i]
+            q = text_of(sample_of(rec).get("question"))
+            q = q if len(q) <= 110 else q[:107] + "…"
+            items.append(f"<li>{pill(m, v)} <a href='#{anchors[i]}'>{e(sample_id(rec, i))}</a> "
+                         f"<span class='muted'>{e(q)}</span></li>")
+        cards.append(f"<div class='card' data-worst='{e(m)}'><h3>{e(m)}</h3>"
+                     f"<ol class='worst'>{''.join(items)}</ol></div>")
+    return ("<section id='worst'><h2>Worst samples per metric</h2>"
+            "<p class='muted small'>Lowest-scoring samples first (highest first for metrics where "
+            "lower is better). Click an id to open its evidence.</p>"
+            "<div class='grid'>" + "".join(cards) + "</div></section>")
+
+
+# ----------------------------------------------------------------------------- evidence
+
+def _field(label: str, value: Any) -> str:
+    text = text_of(value)
+    if not text:
+        return ""
+    return f"<div class='field'><div class='label'>{e(label)}</div><div class='text'>{e(text)}</div></div>"
+
+
+def _chunk(contexts: list[str], index: Any) -> str:
+    if isinstance(index, bool) or not isinstance(index, int):
+        return ""
+    if 0 <= index < len(contexts):
+        return (f"<blockquote class='support'><span class='muted small'>context #{index + 1}:</span> "
+                f"{e(contexts[index])}</blockquote>")
+    return f"<div class='muted small'>context #{index + 1} (not in this sample's contexts)</div>"
+
+
+def _prob(value: Any) -> str:
+    if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value):
+        return f" <span class='muted small'>p={value:.2f}</span>"
+    return ""
+
+
+def _list_of_dicts(meta: dict[str, Any], key: str) -> list[dict[str, Any]]:
+    items = meta.get(key)
+    if not isinstance(items, list):
+        return []
+    return [x for x in items if isinstance(x, dict)]
+
+
+def _claims_html(meta: dict[str, Any], contexts: list[str], *, key: str = "claims",
+                 flag: str = "supported", yes: str = "supported", no: str = "unsupported") -> str:
+    items = []
+    for c in _list_of_dicts(meta, key):
+        ok = bool(c.get(flag))
+        reason = text_of(c.get("reason"))
+        items.append(
+            f"<li class='{'ok' if ok else 'no'}'><span class='verdict'>{yes if ok else no}</span>"
+            f"{e(c.get('claim'))}{_prob(c.get('probability'))}"
+            + (f"<div class='muted small'>{e(reason)}</div>" if reason else "")
+            + (_chunk(contexts, c.get("chunk")) if "chunk" in c else "") + "</li>")
+    return f"<ul class='items'>{''.join(items)}</ul>" if items else ""
+
+
+def _questions_html(meta: dict[str, Any]) -> str:
+    items = []
+    for q in _list_of_dicts(meta, "questions"):
+        nc = bool(q.get("noncommittal"))
+        sim = q.get("similarity")
+        sim_html = (f" <span class='muted small'>similarity {sim:.3f}</span>"
+                    if isinstance(sim, (int, float)) and not isinstance(sim, bool) else "")
+        items.append(f"<li class='{'no' if nc else 'irr'}'>"
+                     + ("<span class='verdict'>noncommittal</span>" if nc else "")
+                     + f"{e(q.get('question'))}{sim_html}</li>")
+    return ("<div class='muted small'>Questions generated back from the answer:</div>"
+            f"<ul class='items'>{''.join(items)}</ul>") if items else ""
+
+
+def _verdicts_html(meta: dict[str, Any], contexts: list[str]) -> str:
+    items = []
+    for v in _list_of_dicts(meta, "verdicts"):
+        ok = bool(v.get("useful"))
+        idx = v.get("chunk")
+        label = f"context #{idx + 1}" if isinstance(idx, int) and not isinstance(idx, bool) else "context"
+        body = ""
+        if isinstance(idx, int) and not isinstance(idx, bool) and 0 <= idx < len(contexts):
+            body = f"<blockquote class='support'>{e(contexts[idx])}</blockquote>"
+        items.append(f"<li class='{'ok' if ok else 'no'}'><span class='verdict'>"
+                     f"{'useful' if ok else 'not useful'}</span>{e(label)}{_prob(v.get('probability'))}{body}</li>")
+    return f"<ul class='items'>{''.join(items)}</ul>" if items else ""
+
+
+def _sentences_html(meta: dict[str, Any]) -> str:
+    sents = str_list(meta.get("sentences"))
+    if not isinstance(meta.get("sentences"), list):
+        return ""
+    if not sents:
+        return "<div class='muted small'>No relevant sentences were extracted from the contexts.</div>"
+    return ("<div class='muted small'>Context sentences judged relevant to the question:</div>"
+            "<ul class='items'>" + "".join(f"<li class='ok'>{e(s)}</li>" for s in sents) + "</ul>")
+
+
+def _tpfpfn_html(meta: dict[str, Any]) -> str:
+    if not any(k in meta for k in ("tp", "fp", "fn")):
+        return ""
+    cols = []
+    for key, title, cls in (("tp", "TP — in answer and reference", "ok"),
+                            ("fp", "FP — in answer only", "no"),
+                            ("fn", "FN — in reference only", "no")):
+        vals = str_list(meta.get(key))
+        lis = "".join(f"<li class='{cls}'>{e(v)}</li>" for v in vals) or "<li class='irr'>none</li>"
+        cols.append(f"<div><h4>{e(title)} ({len(vals)})</h4><ul class='items' data-kind='{key}'>{lis}</ul></div>")
+    extra = []
+    for key in ("f1", "similarity"):
+        if isinstance(meta.get(key), (int, float)) and not isinstance(meta.get(key), bool):
+            extra.append(f"{key} {meta[key]:.3f}")
+    tail = f"<div class='muted small'>{e(' · '.join(extra))}</div>" if extra else ""
+    return f"<div class='tfp'>{''.join(cols)}</div>{tail}"
+
+
+_LABEL_CLASS = {"relevant": "ok", "wrong": "no", "irrelevant": "irr"}
+
+
+def _keypoints_html(meta: dict[str, Any]) -> str:
+    items = []
+    for k in _list_of_dicts(meta, "keypoints"):
+        label = text_of(k.get("label"))
+        cls = _LABEL_CLASS.get(label.lower(), "irr")
+        analysis = text_of(k.get("analysis"))
+        items.append(f"<li class='{cls}'><span class='verdict'>{e(label or '?')}</span>{e(k.get('keypoint'))}"
+                     + (f"<div class='muted small'>{e(analysis)}</div>" if analysis else "") + "</li>")
+    return f"<ul class='items'>{''.join(items)}</ul>" if items else ""
+
+
+_KNOWN_META_KEYS = {"claims", "questions", "sentences", "verdicts", "tp", "fp", "fn", "f1",
+                    "similarity", "keypoints"}
+
+
+def _evidence_body(metric: str, meta: dict[str, Any], contexts: list[str]) -> str:
+    parts = []
+    if "claims" in meta:
+        if metric == "context_recall" or any("attributed" in c for c in _list_of_dicts(meta, "claims")):
+            parts.append(_claims_html(meta, contexts, flag="attributed", yes="attributed",
+                                      no="not attributed"))
+        else:
+            parts.append(_claims_html(meta, contexts))
+    parts.append(_questions_html(meta))
+    parts.append(_sentences_html(meta))
+    parts.append(_verdicts_html(meta, contexts))
+    parts.append(_tpfpfn_html(meta))
+    parts.append(_keypoints_html(meta))
+    rest = {k: v for k, v in meta.items() if k not in _KNOWN_META_KEYS}
+    if rest:
+        parts.append("<details><summary class='muted small'>other evidence</summary><pre class='json'>"
+                     + e(json.dumps(rest, ensure_ascii=False, indent=2, default=str)) + "</pre></details>")
+    return "".join(p for p in parts if p)
+
+
+def _sample_detail(rec: dict[str, Any], metrics: list[str]) -> str:
+    sample = sample_of(rec)
+    contexts = str_list(sample.get("contexts"))
+    left = (_field("question", sample.get("question")) + _field("answer", sample.get("answer"))
+            + _field("ground truth", sample.get("ground_truth")))
+    keypoints = str_list(sample.get("keypoints"))
+    if keypoints:
+        left += ("<div class='field'><div class='label'>reference keypoints</div><ol class='chunks'>"
+                 + "".join(f"<li>{e(k)}</li>" for k in keypoints) + "</ol></div>")
+    known = {"id", "question", "answer", "contexts", "ground_truth", "reference_contexts", "keypoints",
+             "language"}
+    extra = {k: v for k, v in sample.items() if k not in known}
+    if extra:
+        left += ("<details><summary class='muted small'>other fields</summary><pre class='json'>"
+                 + e(json.dumps(extra, ensure_ascii=False, indent=2, default=str)) + "</pre></details>")
+    right = ""
+    if contexts:
+        right += ("<div class='field'><div class='label'>retrieved contexts</div><ol class='chunks'>"
+                  + "".join(f"<li><div class='chunk'>{e(c)}</div></li>" for c in contexts) + "</ol></div>")
+    refs = str_list(sample.get("reference_contexts"))
+    if refs:
+        right += ("<details class='field'><summary class='label'>reference contexts "
+                  f"({len(refs)})</summary><ol class='chunks'>"
+                  + "".join(f"<li><div class='chunk'>{e(c)}</div></li>" for c in refs) + "</ol></details>")
+    evidence = []
+    for m in metrics:
+        entry = score_entry(rec, m)
+        if entry is None:
+            continue
+        value = score_value(rec, m)
+        reason = unscored_reason(rec, m)
+        head = f"<span class='name'>{e(m)}</span> {pill(m, value, reason)}"
+        if reason:
+            head += f" <span class='muted small'>unscored: <code>{e(reason)}</code></span>"
+        explanation = text_of(entry.get("explanation"))
+        body = f"<div class='small'>{e(explanation)}</div>" if explanation else ""
+        meta = entry.get("metadata")
+        if isinstance(meta, dict) and meta:
+            body += _evidence_body(m, meta, contexts)
+        evidence.append(f"<div class='evidence' data-metric='{e(m)}'><div class='head'>{head}</div>{body}</div>")
+    return (f"<div class='cols'><div>{left}</div><div>{right}</div></div>" + "".join(evidence))
+
+
+def _samples_section(data: RunData, metrics: list[str], anchors: list[str]) -> str:
+    languages = sorted({text_of(sample_of(r).get("language")) for r in data.results} - {""})
+    heads = ["<th class='sortable' data-key='row' data-type='num'>#<span class='arrow'></span></th>",
+             "<th class='sortable' data-key='id' data-type='str'>id<span class='arrow'></span></th>"]
+    if languages:
+        heads.append("<th class='sortable' data-key='lang' data-type='str'>lang<span class='arrow'></span></th>")
+    heads.append("<th>question</th>")
+    for i, m in enumerate(metrics):
+        heads.append(f"<th class='sortable num' data-key='m{i}' data-type='num' data-metric='{e(m)}'>"
+                     f"{e(m).replace('_', '_<wbr>')}<span class='arrow'></span></th>")
+    bodies = []
+    for idx, rec in enumerate(data.results):
+        sample = sample_of(rec)
+        sid = sample_id(rec, idx)
+        row = rec.get("row")
+        row_n = row if isinstance(row, int) and not isinstance(row, bool) else idx + 1
+        lang = text_of(sample.get("language"))
+        question = text_of(sample.get("question"))
+        unscored = []
+        cells = [f"<td class='num'><span class='caret'>▸</span>{row_n}</td>", f"<td>{e(sid)}</td>"]
+        if languages:
+            cells.append(f"<td>{e(lang)}</td>")
+        cells.append(f"<td class='q' title='{e(question[:500])}'>{e(question[:200])}</td>")
+        keys = [f"data-k-row='{row_n}'", f"data-k-id='{e(sid)}'", f"data-k-lang='{e(lang)}'"]
+        for i, m in enumerate(metrics):
+            value = score_value(rec, m)
+            reason = unscored_reason(rec, m) if score_entry(rec, m) is not None else None
+            if value is None and reason:
+                unscored.append(m)
+            cells.append(f"<td class='num'>{pill(m, value, reason) if score_entry(rec, m) else ''}</td>")
+            keys.append(f"data-k-m{i}='{'' if value is None else repr(value)}'")
+        search = " ".join([sid, question, text_of(sample.get("answer"))]).lower()[:_SEARCH_CHARS]
+        bodies.append(
+            f"<tbody id='{anchors[idx]}' {' '.join(keys)} data-lang='{e(lang)}' "
+            f"data-unscored='{e(' '.join(unscored))}' data-search='{e(search)}'>"
+            f"<tr class='srow' aria-expanded='false'>{''.join(cells)}</tr>"
+            f"<tr class='detail' hidden><td colspan='{len(heads)}'>{_sample_detail(rec, metrics)}</td></tr>"
+            "</tbody>")
+    lang_opts = "".join(f"<option value='{e(l)}'>{e(l)}</option>" for l in languages)
+    lang_select = (f"<label>language <select id='f-lang'><option value=''>all</option>{lang_opts}</select></label>"
+                   if languages else "")
+    status_opts = "".join(f"<option value='{e(m)}'>unscored on {e(m)}</option>" for m in metrics)
+    controls = (
+        "<div class='controls'>"
+        "<input type='search' id='f-text' placeholder='Filter by id, question or answer…' aria-label='filter'>"
+        f"{lang_select}"
+        f"<label>show <select id='f-status'><option value=''>all samples</option>"
+        f"<option value='*'>any unscored</option>{status_opts}</select></label>"
+        "<button type='button' id='expand-all'>expand all</button>"
+        "<button type='button' id='collapse-all'>collapse all</button>"
+        f"<span class='muted'><span id='shown-count'>{len(data.results)}</span> of {len(data.results)} shown</span>"
+        "</div>")
+    return ("<section id='samples-section'><h2>Samples</h2>"
+            "<p class='muted small'>Click a column to sort, a row to see the evidence behind its scores.</p>"
+            f"{controls}<div class='table-wrap'><table id='samples'><thead><tr>{''.join(heads)}</tr></thead>"
+            f"{''.join(bodies)}</table></div></section>")
+
+
+def _settings_section(data: RunData) -> str:
+    settings = data.run.get("settings")
+    if not settings:
+        return ""
+    return ("<section id='settings'><details><summary><b>Run settings</b></summary><pre class='json'>"
+            + e(json.dumps(settings, ensure_ascii=False, indent=2, default=str)) + "</pre></details></section>")
+
+
+def render_report(data: RunData) -> str:
+    """The HTML text of a run's report."""
+    metrics = data.metric_names
+    anchors = [f"s-{i}" for i in range(len(data.results))]
+    title = f"offline-eval — {data.run.get('dataset') or data.path.name}"
+    body = (_header(data) + "<main>" + _starter_banner(data)
+            + _summary_section(data, metrics) + _distributions_section(data, metrics)
+            + _worst_section(data, metrics, anchors) + _samples_section(data, metrics, anchors)
+            + _settings_section(data) + "</main>"
+            + "<footer>Generated offline by offline-eval. This file loads nothing from the network.</footer>")
+    return page(title, body, scripts=[assets.TABLE_JS])
+
+
+def write_report(run_dir: str | Path, output: str | Path | None = None) -> Path:
+    """Write ``run_dir/report.html`` (or ``output``) and return its path."""
+    data = load_run(run_dir)
+    path = Path(output) if output is not None else data.path / REPORT_FILE
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(render_report(data), encoding="utf-8")
+    return path
+
+
+# ----------------------------------------------------------------------------- retrieval benchmark
+
+_RETRIEVAL_KEYS = ("retriever", "chunk_size", "k")
+_RESULT_FILES = ("results.json", "retrieval_results.json", "benchmark.json", "summary.json")
+
+
+def _load_retrieval_rows(output_dir: Path) -> tuple[list[dict[str, Any]], dict[str, Any], Path | None]:
+    """Find the benchmark's rows: {"rows": [...]} (also accepts a bare list or {"results": [...]})."""
+    for name in _RESULT_FILES:
+        path = output_dir / name
+        if not path.exists():
+            continue
+        try:
+            doc = json.loads(path.read_text(encoding="utf-8"))
+        except json.JSONDecodeError:
+            continue
+        rows: Any = None
+        if isinstance(doc, list):
+            rows, doc = doc, {}
+        elif isinstance(doc, dict):
+            rows = doc.get("rows", doc.get("results"))
+        if isinstance(rows, list):
+            return [r for r in rows if isinstance(r, dict)], doc if isinstance(doc, dict) else {}, path
+    return [], {}, None
+
+
+def _num(value: Any) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    return float(value) if math.isfinite(value) else None
+
+
+def render_retrieval_report(output_dir: str | Path) -> str:
+    """The HTML of the retriever benchmark found in ``output_dir`` (see write_retrieval_report)."""
+    out = Path(output_dir)
+    rows, doc, source = _load_retrieval_rows(out)
+    metric_cols: list[str] = []
+    for r in rows:
+        for k, v in r.items():
+            if k not in _RETRIEVAL_KEYS and _num(v) is not None and k not in metric_cols:
+                metric_cols.append(k)
+    other_cols: list[str] = []
+    for r in rows:
+        for k, v in r.items():
+            if k not in _RETRIEVAL_KEYS and k not in metric_cols and k not in other_cols and not isinstance(v, (dict, list)):
+                other_cols.append(k)
+    title = f"Retriever benchmark — {doc.get('dataset') or out.name}"
+    parts = [f"<header class='top'><h1>{e(title)}</h1><div class='meta'>"
+             f"<span>rows: <b>{len(rows)}</b></span>"
+             + (f"<span>source: <b>{e(source.name)}</b></span>" if source else "") + "</div></header><main>"]
+    if not rows:
+        parts.append("<div class='banner error'>No benchmark rows found: expected results.json with "
+                     "{\"rows\": [{\"retriever\", \"chunk_size\", \"k\", metric: value, …}]}.</div>")
+    # Charts: one per (metric, chunk_size), a line per retriever over k.
+    charts = []
+    chunk_sizes = list(dict.fromkeys(r.get("chunk_size") for r in rows))
+    for metric in metric_cols:
+        for cs in chunk_sizes:
+            series: dict[str, list[tuple[float, float]]] = {}
+            for r in rows:
+                if r.get("chunk_size") != cs:
+                    continue
+                k, v = _num(r.get("k")), _num(r.get(metric))
+                if k is None or v is None:
+                    continue
+                series.setdefault(text_of(r.get("retriever")) or "?", []).append((k, v))
+            if not any(len(p) for p in series.values()):
+                continue
+            label = f"{metric} by k" + (f" (chunk size {cs})" if cs is not None else "")
+            chart = svg.line_chart(series, title=label, x_label="k", y_label=metric, width=460, height=300)
+            charts.append(f"<div class='card'>{inline_svg(chart)}</div>")
+    if charts:
+        parts.append("<section id='charts'><h2>Charts</h2><div class='grid'>" + "".join(charts) + "</div></section>")
+    if rows:
+        cols = [c for c in _RETRIEVAL_KEYS if any(c in r for r in rows)] + metric_cols + other_cols
+        head = "".join(f"<th class='{'num' if c in metric_cols else ''}'>{e(c)}</th>" for c in cols)
+        body_rows = []
+        for r in rows:
+            cells = []
+            for c in cols:
+                v = r.get(c)
+                n = _num(v)
+                if c in metric_cols:
+                    cells.append(f"<td class='num' data-v='{'' if n is None else repr(n)}'>{fmt_num(n)}</td>")
+                else:
+                    cells.append(f"<td>{e(v)}</td>")
+            body_rows.append(f"<tr>{''.join(cells)}</tr>")
+        parts.append("<section id='rows'><h2>All configurations</h2><p class='muted small'>Click a column to sort."
+                     f"</p><table class='sortable-table' id='retrieval-rows'><thead><tr>{head}</tr></thead>"
+                     f"<tbody>{''.join(body_rows)}</tbody></table></section>")
+    extra = {k: v for k, v in doc.items() if k not in ("rows", "results")}
+    if extra:
+        parts.append("<section><details><summary><b>Benchmark settings</b></summary><pre class='json'>"
+                     + e(json.dumps(extra, ensure_ascii=False, indent=2, default=str)) + "</pre></details></section>")
+    jsonl = sorted(p.name for p in out.glob("*.jsonl")) if out.is_dir() else []
+    if jsonl:
+        parts.append("<section><h2>Per-query files</h2><ul>" + "".join(f"<li><code>{e(n)}</code></li>" for n in jsonl)
+                     + "</ul></section>")
+    parts.append("</main><footer>Generated offline by offline-eval. This file loads nothing from the network.</footer>")
+    return page(title, "".join(parts), scripts=[assets.SIMPLE_SORT_JS])
+
+
+def write_retrieval_report(output_dir: str | Path) -> Path:
+    """Write ``output_dir/retrieval_report.html`` for the retriever benchmark and return its path.
+
+    Expected input (read defensively): ``output_dir/results.json`` holding
+    ``{"rows": [{"retriever": str, "chunk_size": int, "k": int, "recall": float, ...}], ...}``;
+    every other numeric field of a row is shown as a metric (column and chart of metric vs k per
+    retriever, one chart per chunk size), every other top-level key as settings. A bare list of
+    rows, or ``"results"`` instead of ``"rows"``, is accepted too.
+    """
+    out = Path(output_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    path = out / RETRIEVAL_REPORT_FILE
+    path.write_text(render_retrieval_report(out), encoding="utf-8")
+    return path
