@@ -1,0 +1,331 @@
+"""Judge LLM on plain ``transformers``: any local causal LM folder, CPU or one GPU.
+
+Design points (see also :mod:`offline_eval.runtime.chat` for prompt and option rules):
+
+* **Loading** — ``AutoModelForCausalLM``/``AutoTokenizer`` from a local folder only
+  (``local_files_only=True``, never ``trust_remote_code``). A path to a ``.gguf`` file loads that file
+  through transformers' GGUF support (dequantised to ``dtype``; needs the ``gguf`` and ``accelerate``
+  packages, and the GGUF must carry its tokenizer and chat template, as llama.cpp conversions do).
+* **Decoding** — an explicit incremental loop with a KV cache over a left-padded batch. Position ids
+  are derived from the attention mask, so padding never changes a row's result: greedy output at
+  batch 1 equals greedy output inside any batch. The model's ``generation_config`` (repetition
+  penalties, default top-k, ...) is deliberately *not* applied: decoding follows ``Sampling`` alone,
+  like the vLLM backend (temperature, top_p; no top-k).
+* **Greedy** when ``temperature == 0``; a request with ``n > 1`` at temperature 0 gets ``n`` copies of
+  its greedy completion (what vLLM and OpenAI-compatible servers return too).
+* **Sampling** when ``temperature > 0``: every completion is one row with its own ``torch.Generator``
+  seeded from ``sampling.seed``, the prompt and the sample index (:func:`chat.derive_seed`), so a
+  request's samples are reproducible and do not depend on which other requests share its batch.
+  Rows with different sampling settings share one batch.
+* **Stopping** at any EOS id of the tokenizer or the model's generation config, or at ``max_tokens``;
+  the text returned is the decoded completion only, special tokens skipped.
+* **JSON schema** — there is no constrained decoding here; the schema is ignored and the engine's
+  tolerant parser (with its repair retry) handles the output.
+* **Context length** — a prompt longer than ``max_model_len`` (default: the model config's
+  ``max_position_embeddings``) raises ``ValueError`` naming the request; nothing is silently truncated.
+  A completion is cut so prompt + completion fit in ``max_model_len``.
+* **Options** — one forward pass per batch with ``logits_to_keep=1`` (only the last position's logits
+  are materialised), log-softmax, the option tokens' log-probs, normalised over the options.
+* ``batch_size`` counts sequences (rows): a request with ``n`` sampled completions takes ``n`` rows.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from offline_eval.engine.requests import Generate, ScoreOptions
+from offline_eval.runtime import chat
+from offline_eval.runtime.base import BackendUnavailable
+
+
+_DTYPES = {
+    "float32": "float32",
+    "fp32": "float32",
+    "float": "float32",
+    "bfloat16": "bfloat16",
+    "bf16": "bfloat16",
+    "float16": "float16",
+    "fp16": "float16",
+    "half": "float16",
+}
+
+
+@dataclass
+class _Row:
+    """One sequence to decode: a prompt, a token budget and (when sampling) its own seed."""
+
+    request: int
+    ids: list[int]
+    limit: int
+    temperature: float
+    top_p: float
+    seed: int | None  # None: greedy
+
+
+class TransformersJudge:
+    """Judge backend on a local Hugging Face causal LM (see the module docstring)."""
+
+    def __init__(
+        self,
+        path: str,
+        device: str = "cpu",
+        batch_size: int = 8,
+        dtype: str = "auto",
+        max_model_len: int | None = None,
+    ) -> None:
+        import torch
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+
+        from offline_eval.offline import enforce_offline
+
+        enforce_offline()
+        if batch_size < 1:
+            raise ValueError(f"batch_size must be >= 1, got {batch_size}")
+        source = Path(path).expanduser()
+        if not source.exists():
+            raise FileNotFoundError(f"judge model not found: {source} (a local folder or .gguf file)")
+        load_from: Path = source
+        extra: dict[str, Any] = {}
+        if source.is_file():
+            if source.suffix.lower() != ".gguf":
+                raise ValueError(f"judge model path {source} is a file but not a .gguf file")
+            load_from, extra = source.parent, {"gguf_file": source.name}
+            import importlib.util
+
+            missing = [m for m in ("gguf", "accelerate") if importlib.util.find_spec(m) is None]
+            if missing:
+                raise BackendUnavailable(
+                    f"loading the GGUF judge {source.name} needs the package(s) {', '.join(missing)}: "
+                    f"pip install {' '.join(missing)}"
+                )
+
+        if device == "auto":
+            device = "cuda" if torch.cuda.is_available() else "cpu"
+        self.device = torch.device(device)
+        self.dtype = self._resolve_dtype(dtype, self.device)
+
+        self.tokenizer = AutoTokenizer.from_pretrained(
+            str(load_from), local_files_only=True, trust_remote_code=False, **extra
+        )
+        self.model = AutoModelForCausalLM.from_pretrained(
+            str(load_from),
+            local_files_only=True,
+            trust_remote_code=False,
+            dtype=self.dtype,
+            **extra,
+        )
+        self.model.to(self.device)
+        self.model.eval()
+
+        text_config = self.model.config.get_text_config()
+        self.max_model_len: int | None = max_model_len or getattr(
+            text_config, "max_position_embeddings", None
+        )
+        self.batch_size = int(batch_size)
+        self.eos_ids = self._eos_ids()
+        pad = self.tokenizer.pad_token_id
+        if pad is None:
+            pad = min(self.eos_ids) if self.eos_ids else 0
+        self.pad_id = int(pad)
+        dtype_name = str(self.model.dtype).removeprefix("torch.")
+        self.identity = (
+            f"transformers:{source.resolve()}@{chat.model_fingerprint(source)}:{dtype_name}"
+        )
+        self._option_cache: dict[tuple[str, ...], dict[str, tuple[int, ...]]] = {}
+
+    # ------------------------------------------------------------------------------------------
+    # setup helpers
+
+    @staticmethod
+    def _resolve_dtype(dtype: str, device: Any) -> Any:
+        """"auto" is float32 on CPU (fast and exact there) and the checkpoint's own dtype on a GPU."""
+        import torch
+
+        if not isinstance(dtype, str):
+            return dtype
+        key = dtype.lower()
+        if key == "auto":
+            return torch.float32 if device.type == "cpu" else "auto"
+        if key not in _DTYPES:
+            raise ValueError(f"unknown dtype {dtype!r} (auto, float32, bfloat16, float16)")
+        return getattr(torch, _DTYPES[key])
+
+    def _eos_ids(self) -> set[int]:
+        ids: set[int] = set()
+        for source in (self.tokenizer.eos_token_id, getattr(self.model.generation_config, "eos_token_id", None)):
+            if source is None:
+                continue
+            if isinstance(source, int):
+                ids.add(source)
+            else:
+                ids.update(int(i) for i in source)
+        return ids
+
+    def _options(self, options: tuple[str, ...]) -> dict[str, tuple[int, ...]]:
+        if options not in self._option_cache:
+            self._option_cache[options] = chat.option_token_ids(self.tokenizer, options)
+        return self._option_cache[options]
+
+    def _encode(self, index: int, messages: chat.ChatMessages, room: int) -> list[int]:
+        """Prompt ids; ValueError when fewer than ``room`` positions are left after it."""
+        ids = chat.encode_chat(self.tokenizer, messages)
+        if self.max_model_len is not None and len(ids) + room > self.max_model_len:
+            raise ValueError(
+                f"request {index}: prompt of {len(ids)} tokens does not fit max_model_len="
+                f"{self.max_model_len} (prompt ends: {chat.describe(messages)!r}); "
+                "shorten the contexts or raise max_model_len"
+            )
+        return ids
+
+    def _pad(self, seqs: Sequence[list[int]]) -> tuple[Any, Any, Any]:
+        """Left-padded ids, attention mask and mask-derived position ids."""
+        import torch
+
+        width = max(len(s) for s in seqs)
+        ids = torch.full((len(seqs), width), self.pad_id, dtype=torch.long)
+        mask = torch.zeros((len(seqs), width), dtype=torch.long)
+        for i, seq in enumerate(seqs):
+            if seq:
+                ids[i, width - len(seq) :] = torch.tensor(seq, dtype=torch.long)
+                mask[i, width - len(seq) :] = 1
+        positions = (mask.cumsum(-1) - 1).clamp(min=0)
+        return ids.to(self.device), mask.to(self.device), positions.to(self.device)
+
+    # ------------------------------------------------------------------------------------------
+    # generate
+
+    def generate(self, requests: Sequence[Generate]) -> list[tuple[str, ...]]:
+        """One tuple of ``request.sampling.n`` completions per request (schema ignored, see module)."""
+        rows: list[_Row] = []
+        for index, req in enumerate(requests):
+            s = req.sampling
+            if s.n < 1:
+                raise ValueError(f"request {index}: sampling.n must be >= 1, got {s.n}")
+            ids = self._encode(index, req.prompt, room=1 if s.max_tokens > 0 else 0)
+            limit = max(0, s.max_tokens)
+            if self.max_model_len is not None:
+                limit = min(limit, self.max_model_len - len(ids))
+            if s.temperature <= 0:
+                rows.append(_Row(index, ids, limit, 0.0, 1.0, None))
+            else:
+                text = chat.prompt_text(req.prompt)
+                for j in range(s.n):
+                    seed = chat.derive_seed(s.seed, text, j)
+                    rows.append(_Row(index, ids, limit, float(s.temperature), float(s.top_p), seed))
+
+        completions: list[list[int]] = []
+        for start in range(0, len(rows), self.batch_size):
+            completions.extend(self._decode(rows[start : start + self.batch_size]))
+
+        results: list[list[str]] = [[] for _ in requests]
+        for row, tokens in zip(rows, completions):
+            results[row.request].append(self.tokenizer.decode(tokens, skip_special_tokens=True))
+        out: list[tuple[str, ...]] = []
+        for req, texts in zip(requests, results):
+            if req.sampling.temperature <= 0:
+                texts = texts * req.sampling.n
+            out.append(tuple(texts))
+        return out
+
+    def _decode(self, rows: Sequence[_Row]) -> list[list[int]]:
+        """Decode one batch of rows with a KV cache; returns each row's new tokens (EOS excluded)."""
+        import torch
+
+        produced: list[list[int]] = [[] for _ in rows]
+        active = [i for i, r in enumerate(rows) if r.limit > 0]
+        if not active:
+            return produced
+        steps = max(rows[i].limit for i in active)
+        finished = [r.limit <= 0 for r in rows]
+        generators = [
+            None if r.seed is None else torch.Generator(device=self.device).manual_seed(r.seed)
+            for r in rows
+        ]
+        ids, mask, positions = self._pad([r.ids for r in rows])
+        with torch.inference_mode():
+            out = self.model(
+                input_ids=ids,
+                attention_mask=mask,
+                position_ids=positions,
+                use_cache=True,
+                logits_to_keep=1,
+            )
+            for _ in range(steps):
+                logits = out.logits[:, -1, :].float()
+                chosen = self._choose(logits, rows, generators, finished)
+                for i, tok in enumerate(chosen):
+                    if finished[i]:
+                        continue
+                    if tok in self.eos_ids:
+                        finished[i] = True
+                        continue
+                    produced[i].append(tok)
+                    if len(produced[i]) >= rows[i].limit:
+                        finished[i] = True
+                if all(finished):
+                    break
+                feed = torch.tensor(
+                    [[self.pad_id if finished[i] else tok] for i, tok in enumerate(chosen)],
+                    dtype=torch.long,
+                    device=self.device,
+                )
+                mask = torch.cat([mask, torch.ones_like(mask[:, :1])], dim=1)
+                positions = positions[:, -1:] + 1
+                out = self.model(
+                    input_ids=feed,
+                    attention_mask=mask,
+                    position_ids=positions,
+                    past_key_values=out.past_key_values,
+                    use_cache=True,
+                )
+        return produced
+
+    @staticmethod
+    def _choose(logits: Any, rows: Sequence[_Row], generators: Sequence[Any], finished: Sequence[bool]) -> list[int]:
+        """Next token per row: argmax for greedy rows, seeded nucleus sampling for the others."""
+        import torch
+
+        chosen = logits.argmax(dim=-1).tolist()
+        for i, row in enumerate(rows):
+            if row.seed is None or finished[i]:
+                continue
+            probs = torch.softmax(logits[i] / row.temperature, dim=-1)
+            if row.top_p < 1.0:
+                sorted_p, order = probs.sort(descending=True)
+                before = sorted_p.cumsum(0) - sorted_p  # mass strictly above each token
+                sorted_p = torch.where(before < row.top_p, sorted_p, torch.zeros_like(sorted_p))
+                probs = torch.zeros_like(probs).scatter(0, order, sorted_p)
+            chosen[i] = int(torch.multinomial(probs, 1, generator=generators[i]).item())
+        return [int(t) for t in chosen]
+
+    # ------------------------------------------------------------------------------------------
+    # options
+
+    def score_options(self, requests: Sequence[ScoreOptions]) -> list[dict[str, float]]:
+        """P(option) as the next token after the prompt, normalised over the options."""
+        import torch
+
+        option_ids = [self._options(tuple(req.options)) for req in requests]
+        prompts = [self._encode(i, req.prompt, room=0) for i, req in enumerate(requests)]
+        results: list[dict[str, float]] = []
+        for start in range(0, len(requests), self.batch_size):
+            chunk = prompts[start : start + self.batch_size]
+            ids, mask, positions = self._pad(chunk)
+            with torch.inference_mode():
+                out = self.model(
+                    input_ids=ids,
+                    attention_mask=mask,
+                    position_ids=positions,
+                    use_cache=False,
+                    logits_to_keep=1,
+                )
+                logprobs = torch.log_softmax(out.logits[:, -1, :].float(), dim=-1).cpu()
+            for row, opts in zip(logprobs, option_ids[start : start + len(chunk)]):
+                per_option = {
+                    option: chat.logsumexp(float(row[t]) for t in toks) for option, toks in opts.items()
+                }
+                results.append(chat.normalise_logprobs(per_option))
+        return results

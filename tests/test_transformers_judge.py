@@ -1,0 +1,452 @@
+"""TransformersJudge on a tiny random Llama with a byte-level BPE tokenizer trained here, offline."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import pytest
+import torch
+
+from offline_eval.engine.requests import Generate, Sampling, ScoreOptions, messages
+from offline_eval.runtime import chat
+from offline_eval.runtime.base import JudgeBackend
+from offline_eval.runtime.registry import load_backend
+from offline_eval.runtime.transformers_judge import TransformersJudge
+
+CHAT_TEMPLATE = (
+    "{{ bos_token }}{% for m in messages %}<|{{ m['role'] }}|>{{ m['content'] }}<|end|>{% endfor %}"
+    "{% if add_generation_prompt %}<|assistant|>{% endif %}"
+)
+SPECIALS = ["<s>", "</s>", "<pad>", "<|end|>", "<|system|>", "<|user|>", "<|assistant|>"]
+CORPUS = [
+    "Yes No yes no Maybe",
+    "Is the claim supported by the context? Yes. No. Maybe.",
+    "The capital of France is Paris. The sky is blue. Water boils at 100 degrees.",
+    "Answer with Yes or No only. The statement is true. The statement is false.",
+    '{"verdict": 1, "reason": "supported"} {"claims": ["a", "b"]}',
+] * 20
+
+
+def _build_tokenizer() -> object:
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    from transformers import PreTrainedTokenizerFast
+
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(
+        vocab_size=400,
+        special_tokens=SPECIALS,
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        show_progress=False,
+    )
+    tok.train_from_iterator(CORPUS, trainer=trainer)
+    fast = PreTrainedTokenizerFast(
+        tokenizer_object=tok,
+        bos_token="<s>",
+        eos_token="</s>",
+        pad_token="<pad>",
+        additional_special_tokens=SPECIALS[3:],
+    )
+    fast.chat_template = CHAT_TEMPLATE
+    return fast
+
+
+def _build_model(vocab_size: int, tok: object) -> object:
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    torch.manual_seed(1234)
+    config = LlamaConfig(
+        vocab_size=vocab_size,
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=256,
+        initializer_range=0.2,  # peaked random logits: clear argmaxes, varied text
+        bos_token_id=tok.bos_token_id,
+        eos_token_id=tok.eos_token_id,
+        pad_token_id=tok.pad_token_id,
+        tie_word_embeddings=False,
+    )
+    model = LlamaForCausalLM(config).eval()
+    return model
+
+
+@pytest.fixture(scope="module")
+def model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("tiny-llama")
+    tok = _build_tokenizer()
+    model = _build_model(len(tok), tok)
+    model.save_pretrained(path)
+    tok.save_pretrained(path)
+    return path
+
+
+@pytest.fixture(scope="module")
+def judge(model_dir: Path) -> TransformersJudge:
+    return TransformersJudge(str(model_dir), batch_size=8)
+
+
+PROMPTS = [
+    messages(("user", "Is the sky blue?")),
+    messages(("system", "Answer with Yes or No only."), ("user", "The capital of France is Paris. True?")),
+    messages(("user", "Water boils at 100 degrees. The statement is")),
+    messages(("user", "Maybe")),
+    messages(("system", "Be brief."), ("user", "The claim is supported by the context, is it? " * 3)),
+    messages(("user", "yes no yes no yes")),
+    messages(("user", "The statement is false. Answer with Yes or No only.")),
+    messages(("user", '{"verdict": 1, "reason": "supported"}')),
+]
+
+
+def _greedy_reference(judge: TransformersJudge, prompt: chat.ChatMessages, max_new: int) -> str:
+    """Plain unbatched greedy decoding by full recomputation, no cache, no padding."""
+    ids = chat.encode_chat(judge.tokenizer, prompt)
+    out: list[int] = []
+    with torch.no_grad():
+        for _ in range(max_new):
+            logits = judge.model(input_ids=torch.tensor([ids + out])).logits[0, -1]
+            nxt = int(logits.argmax())
+            if nxt in judge.eos_ids:
+                break
+            out.append(nxt)
+    return judge.tokenizer.decode(out, skip_special_tokens=True)
+
+
+def test_satisfies_protocol_and_identity(judge: TransformersJudge, model_dir: Path) -> None:
+    assert isinstance(judge, JudgeBackend)
+    assert str(model_dir.resolve()) in judge.identity
+    assert judge.identity.startswith("transformers:")
+    assert judge.identity.endswith(":float32")
+    again = TransformersJudge(str(model_dir), batch_size=1)
+    assert again.identity == judge.identity
+
+
+def test_registry_loads_transformers_backend(model_dir: Path) -> None:
+    backend = load_backend("judge", "transformers", path=str(model_dir), batch_size=2)
+    assert isinstance(backend, TransformersJudge)
+    assert backend.batch_size == 2
+
+
+def test_chat_template_is_used(judge: TransformersJudge) -> None:
+    text = chat.render_chat(judge.tokenizer, PROMPTS[1])
+    assert text == (
+        "<s><|system|>Answer with Yes or No only.<|end|>"
+        "<|user|>The capital of France is Paris. True?<|end|><|assistant|>"
+    )
+    ids = chat.encode_chat(judge.tokenizer, PROMPTS[1])
+    assert ids[0] == judge.tokenizer.bos_token_id and ids.count(judge.tokenizer.bos_token_id) == 1
+
+
+def test_greedy_matches_unbatched_reference_and_is_batch_invariant(model_dir: Path) -> None:
+    reqs = [Generate(prompt=p, sampling=Sampling(max_tokens=12)) for p in PROMPTS]
+    batched = TransformersJudge(str(model_dir), batch_size=8).generate(reqs)
+    single = TransformersJudge(str(model_dir), batch_size=1).generate(reqs)
+    assert batched == single
+    assert all(len(r) == 1 for r in batched)
+    judge = TransformersJudge(str(model_dir), batch_size=8)
+    for req, got in zip(reqs, batched):
+        assert got[0] == _greedy_reference(judge, req.prompt, 12)
+    # the random model must produce text for the comparison to mean something
+    assert sum(1 for r in batched if r[0].strip()) >= 4
+    assert len({r[0] for r in batched}) >= 3
+
+
+def test_greedy_eager_attention_also_batch_invariant(model_dir: Path) -> None:
+    judge = TransformersJudge(str(model_dir), batch_size=8)
+    judge.model.config._attn_implementation = "eager"
+    reqs = [Generate(prompt=p, sampling=Sampling(max_tokens=6)) for p in PROMPTS]
+    batched = judge.generate(reqs)
+    judge.batch_size = 1
+    assert judge.generate(reqs) == batched
+
+
+def test_greedy_n_copies_and_max_tokens_per_request(judge: TransformersJudge) -> None:
+    long = Generate(prompt=PROMPTS[0], sampling=Sampling(max_tokens=10))
+    short = Generate(prompt=PROMPTS[0], sampling=Sampling(max_tokens=2))
+    three = Generate(prompt=PROMPTS[0], sampling=Sampling(max_tokens=10, n=3))
+    zero = Generate(prompt=PROMPTS[0], sampling=Sampling(max_tokens=0))
+    out = judge.generate([long, short, three, zero])
+    assert out[2] == (out[0][0],) * 3
+    assert out[3] == ("",)
+    assert out[0][0] == _greedy_reference(judge, PROMPTS[0], 10)
+    assert out[1][0] == _greedy_reference(judge, PROMPTS[0], 2)
+    assert out[0][0] != out[1][0]
+
+
+def test_sampling_reproducible_and_independent_of_batch(model_dir: Path) -> None:
+    target = Generate(prompt=PROMPTS[2], sampling=Sampling(temperature=1.0, n=4, max_tokens=8, seed=7))
+    others = [Generate(prompt=p, sampling=Sampling(max_tokens=5)) for p in PROMPTS[:5]]
+    hot = Generate(prompt=PROMPTS[3], sampling=Sampling(temperature=0.7, top_p=0.9, n=2, max_tokens=5))
+    alone = TransformersJudge(str(model_dir), batch_size=4).generate([target])[0]
+    judge = TransformersJudge(str(model_dir), batch_size=8)
+    mixed = judge.generate([*others[:3], target, hot, *others[3:]])
+    assert mixed[3] == alone
+    assert len(alone) == 4
+    assert len(set(alone)) >= 2  # temperature 1 on a random model: samples differ
+    assert judge.generate([target])[0] == alone  # reproducible
+    reseeded = Generate(prompt=PROMPTS[2], sampling=Sampling(temperature=1.0, n=4, max_tokens=8, seed=8))
+    assert judge.generate([reseeded])[0] != alone
+    # greedy rows in a batch with sampled rows are unaffected
+    assert mixed[0] == judge.generate([others[0]])[0]
+
+
+def test_top_p_tiny_is_greedy(judge: TransformersJudge) -> None:
+    greedy = judge.generate([Generate(prompt=PROMPTS[4], sampling=Sampling(max_tokens=8))])[0][0]
+    nucleus = judge.generate(
+        [Generate(prompt=PROMPTS[4], sampling=Sampling(temperature=1.0, top_p=1e-6, n=2, max_tokens=8))]
+    )[0]
+    assert nucleus == (greedy, greedy)
+
+
+def test_schema_is_accepted_and_ignored(judge: TransformersJudge) -> None:
+    plain = Generate(prompt=PROMPTS[7], sampling=Sampling(max_tokens=6))
+    schema = Generate(prompt=PROMPTS[7], schema='{"type": "object"}', sampling=Sampling(max_tokens=6))
+    assert judge.generate([plain]) == judge.generate([schema])
+
+
+def test_prompt_too_long_raises_naming_request(model_dir: Path) -> None:
+    judge = TransformersJudge(str(model_dir), max_model_len=20)
+    ok = Generate(prompt=messages(("user", "Yes")), sampling=Sampling(max_tokens=50))
+    long = Generate(prompt=messages(("user", "The capital of France is Paris. " * 10)))
+    with pytest.raises(ValueError, match=r"request 1: prompt of \d+ tokens .*max_model_len=20"):
+        judge.generate([ok, long])
+    with pytest.raises(ValueError, match="request 0"):
+        judge.score_options([ScoreOptions(prompt=long.prompt)])
+    # the completion is cut so prompt + completion fit
+    (text,) = judge.generate([ok])[0]
+    prompt_len = len(chat.encode_chat(judge.tokenizer, ok.prompt))
+    assert text == _greedy_reference(judge, ok.prompt, 20 - prompt_len)
+
+
+def _direct_option_probs(judge: TransformersJudge, prompt: chat.ChatMessages, options: tuple[str, ...]) -> dict[str, float]:
+    ids = chat.encode_chat(judge.tokenizer, prompt)
+    with torch.no_grad():
+        logits = judge.model(input_ids=torch.tensor([ids])).logits[0, -1]  # full logits, all positions
+    probs = torch.softmax(logits.double(), dim=-1)
+    raw = {}
+    for option in options:
+        toks = {judge.tokenizer.encode(v, add_special_tokens=False)[0] for v in (option, " " + option)}
+        toks = {t for t in toks if judge.tokenizer.decode([t]).strip()}
+        raw[option] = sum(float(probs[t]) for t in toks)
+    total = sum(raw.values())
+    return {k: v / total for k, v in raw.items()}
+
+
+def test_score_options_normalised_batch_invariant_and_exact(model_dir: Path) -> None:
+    options = ("Yes", "No")
+    reqs = [ScoreOptions(prompt=p, options=options) for p in PROMPTS]
+    reqs.append(ScoreOptions(prompt=PROMPTS[0], options=("Yes", "No", "Maybe")))
+    batched = TransformersJudge(str(model_dir), batch_size=8).score_options(reqs)
+    single = TransformersJudge(str(model_dir), batch_size=1).score_options(reqs)
+    judge = TransformersJudge(str(model_dir))
+    for req, a, b in zip(reqs, batched, single):
+        assert list(a) == list(req.options)
+        assert math.isclose(sum(a.values()), 1.0, abs_tol=1e-9)
+        for option in req.options:
+            assert a[option] == pytest.approx(b[option], abs=1e-5)
+        direct = _direct_option_probs(judge, req.prompt, req.options)
+        for option in req.options:
+            assert a[option] == pytest.approx(direct[option], abs=1e-5)
+    assert len({round(r["Yes"], 6) for r in batched[:-1]}) > 1  # prompts matter
+
+
+def test_option_tokens_cover_space_variant(judge: TransformersJudge) -> None:
+    ids = chat.option_token_ids(judge.tokenizer, ("Yes", "No"))
+    plain = judge.tokenizer.encode("Yes", add_special_tokens=False)[0]
+    spaced = judge.tokenizer.encode(" Yes", add_special_tokens=False)[0]
+    assert plain != spaced  # byte-level BPE: "Yes" and "ĠYes" are different tokens
+    assert set(ids["Yes"]) == {plain, spaced}
+
+
+def test_options_sharing_first_token_raise(judge: TransformersJudge) -> None:
+    with pytest.raises(ValueError, match="start with the same token"):
+        judge.score_options([ScoreOptions(prompt=PROMPTS[0], options=("Yes", "Yes please"))])
+    with pytest.raises(ValueError, match="duplicate"):
+        judge.score_options([ScoreOptions(prompt=PROMPTS[0], options=("No", "No"))])
+
+
+def test_plain_rendering_without_chat_template(model_dir: Path, tmp_path: Path) -> None:
+    import shutil
+
+    from transformers import AutoTokenizer
+
+    plain_dir = tmp_path / "plain"
+    shutil.copytree(model_dir, plain_dir)
+    tok = AutoTokenizer.from_pretrained(plain_dir, local_files_only=True)
+    tok.chat_template = None
+    tok.save_pretrained(plain_dir)
+    for name in ("chat_template.jinja", "chat_template.json"):
+        (plain_dir / name).unlink(missing_ok=True)
+    judge = TransformersJudge(str(plain_dir))
+    assert not chat.has_chat_template(judge.tokenizer)
+    assert chat.render_chat(judge.tokenizer, PROMPTS[1]) == (
+        "system: Answer with Yes or No only.\n\nuser: The capital of France is Paris. True?\n\nassistant:"
+    )
+    out = judge.score_options([ScoreOptions(prompt=PROMPTS[1])])
+    assert math.isclose(sum(out[0].values()), 1.0, abs_tol=1e-9)
+    assert judge.identity != TransformersJudge(str(model_dir)).identity  # tokenizer files differ
+
+
+def test_missing_path_is_clear() -> None:
+    with pytest.raises(FileNotFoundError, match="judge model not found"):
+        TransformersJudge("/nonexistent/model")
+
+
+def test_absolute_positions_model_batch_invariant(tmp_path: Path) -> None:
+    """GPT-2 has learned absolute positions: left padding is only harmless when position ids come
+    from the attention mask (RoPE models hide a wrong offset, this one does not)."""
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    tok = _build_tokenizer()
+    torch.manual_seed(0)
+    config = GPT2Config(
+        vocab_size=len(tok),
+        n_embd=64,
+        n_layer=2,
+        n_head=4,
+        n_positions=128,
+        initializer_range=0.2,
+        bos_token_id=tok.bos_token_id,
+        eos_token_id=tok.eos_token_id,
+    )
+    GPT2LMHeadModel(config).save_pretrained(tmp_path)
+    tok.save_pretrained(tmp_path)
+    judge = TransformersJudge(str(tmp_path), batch_size=8)
+    assert judge.max_model_len == 128
+    reqs = [Generate(prompt=p, sampling=Sampling(max_tokens=8)) for p in PROMPTS]
+    got = judge.generate(reqs)
+    assert got == [(_greedy_reference(judge, r.prompt, 8),) for r in reqs]
+    scores = judge.score_options([ScoreOptions(prompt=p) for p in PROMPTS])
+    for prompt, score in zip(PROMPTS, scores):
+        direct = _direct_option_probs(judge, prompt, ("Yes", "No"))
+        assert score["Yes"] == pytest.approx(direct["Yes"], abs=1e-5)
+
+
+def test_template_without_system_role_gets_system_folded_in(model_dir: Path) -> None:
+    tok = _build_tokenizer()
+    tok.chat_template = (
+        "{% for m in messages %}{% if m['role'] == 'system' %}"
+        "{{ raise_exception('System role not supported') }}{% endif %}"
+        "<|{{ m['role'] }}|>{{ m['content'] }}<|end|>{% endfor %}"
+        "{% if add_generation_prompt %}<|assistant|>{% endif %}"
+    )
+    text = chat.render_chat(tok, messages(("system", "Be brief."), ("user", "Is it?")))
+    assert text == "<|user|>Be brief.\n\nIs it?<|end|><|assistant|>"
+
+
+def test_seed_derivation_and_normalisation() -> None:
+    assert chat.derive_seed(0, "abc", 1) == chat.derive_seed(0, "abc", 1)
+    assert len({chat.derive_seed(s, t, i) for s in (0, 1) for t in ("a", "b") for i in (0, 1)}) == 8
+    assert chat.normalise_logprobs({"a": -math.inf, "b": -math.inf}) == {"a": 0.5, "b": 0.5}
+    probs = chat.normalise_logprobs({"a": -1000.0, "b": -1000.0 - math.log(3)})
+    assert probs["a"] == pytest.approx(0.75) and probs["b"] == pytest.approx(0.25)
+
+
+def test_fingerprint_tracks_content(tmp_path: Path) -> None:
+    (tmp_path / "config.json").write_text('{"a": 1}')
+    big = tmp_path / "model.safetensors"
+    big.write_bytes(b"\0" * (9 * 1024 * 1024))
+    first = chat.model_fingerprint(tmp_path)
+    (tmp_path / ".cache").mkdir()
+    (tmp_path / ".cache" / "lock").write_text("x")
+    assert chat.model_fingerprint(tmp_path) == first  # hidden folders ignored
+    data = bytearray(big.read_bytes())
+    data[-10] = 1  # a change in the sampled tail of a large weight file
+    big.write_bytes(bytes(data))
+    second = chat.model_fingerprint(tmp_path)
+    assert second != first
+    (tmp_path / "config.json").write_text('{"a": 2}')
+    assert chat.model_fingerprint(tmp_path) not in (first, second)
+
+
+def _write_gguf(model: torch.nn.Module, tok: object, hf_dir: Path, out: Path) -> None:
+    """A float32 GGUF of a tiny Qwen2 with its byte-level BPE tokenizer and chat template."""
+    import json
+
+    import gguf
+
+    cfg = model.config
+    writer = gguf.GGUFWriter(str(out), "qwen2")
+    writer.add_name("tiny")
+    writer.add_context_length(cfg.max_position_embeddings)
+    writer.add_embedding_length(cfg.hidden_size)
+    writer.add_block_count(cfg.num_hidden_layers)
+    writer.add_feed_forward_length(cfg.intermediate_size)
+    writer.add_head_count(cfg.num_attention_heads)
+    writer.add_head_count_kv(cfg.num_key_value_heads)
+    writer.add_layer_norm_rms_eps(cfg.rms_norm_eps)
+    writer.add_rope_freq_base(10000.0)
+    spec = json.loads((hf_dir / "tokenizer.json").read_text())
+    ids = {**spec["model"]["vocab"], **{a["content"]: a["id"] for a in spec["added_tokens"]}}
+    tokens = sorted(ids, key=ids.__getitem__)
+    writer.add_tokenizer_model("gpt2")
+    writer.add_token_list(tokens)
+    writer.add_token_types([3 if t in SPECIALS else 1 for t in tokens])
+    writer.add_token_merges([" ".join(m) if isinstance(m, list) else m for m in spec["model"]["merges"]])
+    writer.add_bos_token_id(tok.bos_token_id)
+    writer.add_eos_token_id(tok.eos_token_id)
+    writer.add_pad_token_id(tok.pad_token_id)
+    writer.add_chat_template(CHAT_TEMPLATE)
+    names = gguf.get_tensor_name_map(gguf.MODEL_ARCH.QWEN2, cfg.num_hidden_layers)
+    for name, tensor in model.state_dict().items():
+        writer.add_tensor(names.get_name(name, try_suffixes=(".weight", ".bias")), tensor.float().numpy())
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+
+
+def test_gguf_file_loads_same_weights(tmp_path: Path) -> None:
+    pytest.importorskip("gguf")
+    pytest.importorskip("accelerate")  # transformers needs it to read GGUF
+    from transformers import Qwen2Config, Qwen2ForCausalLM
+
+    tok = _build_tokenizer()
+    torch.manual_seed(0)
+    config = Qwen2Config(
+        vocab_size=len(tok), hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+        num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=256,
+        initializer_range=0.2, bos_token_id=tok.bos_token_id, eos_token_id=tok.eos_token_id,
+        tie_word_embeddings=False,
+    )
+    model = Qwen2ForCausalLM(config).eval()
+    model.save_pretrained(tmp_path / "hf")
+    tok.save_pretrained(tmp_path / "hf")
+    _write_gguf(model, tok, tmp_path / "hf", tmp_path / "tiny.gguf")
+    judge = TransformersJudge(str(tmp_path / "tiny.gguf"))
+    assert judge.identity.startswith(f"transformers:{(tmp_path / 'tiny.gguf').resolve()}@")
+    assert chat.has_chat_template(judge.tokenizer)
+    ids = chat.encode_chat(judge.tokenizer, PROMPTS[0])
+    with torch.no_grad():
+        ours = judge.model(input_ids=torch.tensor([ids])).logits
+        theirs = model(input_ids=torch.tensor([ids])).logits
+    assert torch.allclose(ours, theirs, atol=1e-5)
+    reqs = [Generate(prompt=p, sampling=Sampling(max_tokens=6)) for p in PROMPTS[:4]]
+    assert judge.generate(reqs) == [(_greedy_reference(judge, r.prompt, 6),) for r in reqs]
+
+
+def test_gguf_without_accelerate_is_clear(tmp_path: Path) -> None:
+    import importlib.util
+
+    from offline_eval.runtime.base import BackendUnavailable
+
+    if importlib.util.find_spec("accelerate") is not None and importlib.util.find_spec("gguf") is not None:
+        pytest.skip("gguf and accelerate are both installed here")
+    fake = tmp_path / "model.gguf"
+    fake.write_bytes(b"GGUF")
+    with pytest.raises(BackendUnavailable, match="pip install"):
+        TransformersJudge(str(fake))
+
+
+def test_thinking_disabled_in_templates_that_support_it() -> None:
+    tok = _build_tokenizer()
+    tok.chat_template = (
+        "{% for m in messages %}<|{{ m['role'] }}|>{{ m['content'] }}<|end|>{% endfor %}"
+        "{% if add_generation_prompt %}<|assistant|>"
+        "{% if enable_thinking is defined and not enable_thinking %}<think></think>{% endif %}{% endif %}"
+    )
+    assert chat.render_chat(tok, messages(("user", "Is it?"))).endswith("<|assistant|><think></think>")
