@@ -69,7 +69,7 @@ class Engine:
     def __init__(self, models: ModelProvider, cache: ResultCache | None = None, *,
                  progress: ProgressFactory | None = None) -> None:
         self.models = models
-        self.cache = cache or ResultCache(None)
+        self.cache = cache if cache is not None else ResultCache(None)
         self.progress = progress
         self.stats = EngineStats()
         self._memo: dict[str, Any] = {}  # this process's answers, by cache key

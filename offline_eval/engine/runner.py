@@ -105,7 +105,8 @@ def evaluate(samples: list[Sample], metrics: list[Metric], models: ModelSet, set
             index, name = task.key
             pending_scores.setdefault(index, {})[name] = task.result
             if len(pending_scores[index]) == len(names):
-                scores = {n: pending_scores.pop(index)[n] for n in names}
+                done_scores = pending_scores.pop(index)
+                scores = {n: done_scores[n] for n in names}
                 if aggregate:
                     scores[AGGREGATE] = aggregate_score(scores, settings.aggregate_weights)
                 row = _result_row(todo[index], scores)

@@ -1,0 +1,324 @@
+"""The `offline-eval` command line.
+
+    offline-eval run --dataset data.jsonl --profile gpu --device cuda:0 --batch-size 10
+    offline-eval models check
+    offline-eval retrieval --corpus docs/ --queries queries.jsonl
+    offline-eval report runs/data
+    offline-eval compare runs/before runs/after --fail-on-regression
+
+Every `run` flag can also come from a TOML file (`--config eval.toml`, keys named like the flags with
+underscores); flags given on the command line win.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import logging
+import os
+import sys
+import tomllib
+from pathlib import Path
+from typing import Any
+
+from offline_eval import __version__
+
+SUBCOMMAND_MODULES = ("offline_eval.runtime.models_cli", "offline_eval.retrieval.cli",
+                      "offline_eval.report.cli", "offline_eval.testset.cli")
+
+DEFAULT_CACHE = Path("~/.cache/offline-eval/cache.sqlite")
+
+
+def _csv(text: str) -> list[str]:
+    return [part.strip() for part in text.split(",") if part.strip()]
+
+
+def _weights(text: str) -> dict[str, float]:
+    out = {}
+    for part in _csv(text):
+        name, sep, value = part.partition("=")
+        if not sep:
+            raise argparse.ArgumentTypeError(f"expected name=weight, got '{part}'")
+        out[name.strip()] = float(value)
+    return out
+
+
+def _pair(text: str) -> tuple[float, float]:
+    values = [float(x) for x in _csv(text)]
+    if len(values) != 2:
+        raise argparse.ArgumentTypeError("expected two numbers, e.g. 0.75,0.25")
+    return values[0], values[1]
+
+
+def add_run_parser(subparsers: Any) -> argparse.ArgumentParser:
+    p = subparsers.add_parser(
+        "run", help="score a dataset with Ragas and RAGEval metrics on local models",
+        description="Score every sample of a dataset. Each stage (claim extraction, verification, "
+                    "question regeneration, embedding) is batched across the whole dataset; results are "
+                    "written as samples finish, and rerunning the same command resumes a killed run.",
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    data = p.add_argument_group("data")
+    data.add_argument("--dataset", help="JSONL, JSON, CSV/TSV, Parquet or a `datasets` save_to_disk folder")
+    data.add_argument("--map", dest="mapping", metavar="FIELD=PATH,...",
+                      help="column mapping with dotted paths, e.g. question=query.content,answer=prediction.content")
+    data.add_argument("--limit", type=int, help="score only the first N rows")
+    what = p.add_argument_group("metrics")
+    what.add_argument("--metrics", type=_csv, metavar="a,b,...",
+                      help="metric names (see `offline-eval metrics`); add 'aggregate' for a ragas_score "
+                           "(default: faithfulness,answer_relevancy,context_precision,context_recall,answer_correctness)")
+    what.add_argument("--language", choices=["en", "zh"], help="force the prompt language (default: per sample)")
+    what.add_argument("--verdicts", choices=["options", "generate"],
+                      help="judge verdicts as P(Yes) from log-probabilities (options) or as JSON with reasons (generate)")
+    what.add_argument("--answer-relevancy-n", type=int, help="questions regenerated per answer")
+    what.add_argument("--max-tokens", type=int, help="longest judge output, in tokens (default 768)")
+    what.add_argument("--answer-correctness-weights", type=_pair, metavar="F1,SIM")
+    what.add_argument("--weights", type=_weights, metavar="metric=w,...", help="weights of the aggregate")
+    what.add_argument("--rubrics", type=Path, help="TOML/JSON rubrics: {reference_free|with_reference: {1..5: text}}")
+    models = p.add_argument_group("models")
+    models.add_argument("--profile", help="gpu, cpu, starter or a manifest path (default: the first provisioned "
+                                          "of gpu (with CUDA), cpu, starter)")
+    models.add_argument("--models-dir", type=Path, help="root of the profile's model folders")
+    models.add_argument("--judge", help="judge model folder (or base URL with --judge-backend openai)")
+    models.add_argument("--judge-backend", choices=["vllm", "transformers", "openai", "scripted"])
+    models.add_argument("--judge-model", help="served model name for --judge-backend openai")
+    models.add_argument("--verifier", choices=["hhem", "judge"], help="who verifies claims against contexts")
+    models.add_argument("--hhem", help="HHEM-2.1-Open folder")
+    models.add_argument("--hhem-tokenizer", help="flan-t5-base folder (tokenizer + config) for HHEM")
+    models.add_argument("--embedder", help="sentence-transformers model folder")
+    models.add_argument("--device", help="cpu, cuda, cuda:0, ...")
+    models.add_argument("--batch-size", type=int, help="batch size of each backend call (HHEM, embedder, "
+                                                       "transformers judge)")
+    models.add_argument("--judge-batch-size", type=int, help="judge batch size (default: --batch-size; "
+                                                             "vLLM: the whole stage)")
+    out = p.add_argument_group("output")
+    out.add_argument("--output", type=Path, help="run folder (default: runs/<dataset name>); rerun to resume")
+    out.add_argument("--cache", type=Path, help=f"SQLite cache of model answers (default: {DEFAULT_CACHE})")
+    out.add_argument("--no-cache", action="store_true", help="keep model answers in memory only")
+    out.add_argument("--per-row", action="store_true",
+                     help="one sample at a time, as the reference tools do (for benchmarks)")
+    out.add_argument("--fail-under", metavar="metric=min,...",
+                     help="exit 3 when a metric's mean is below its minimum, e.g. faithfulness=0.8")
+    out.add_argument("--no-report", action="store_true", help="skip the HTML report")
+    out.add_argument("--quiet", action="store_true", help="no progress bars")
+    p.add_argument("--config", type=Path, help="TOML file with any of these settings")
+    p.set_defaults(func=cmd_run)
+    return p
+
+
+def _merge_config(args: argparse.Namespace, parser: argparse.ArgumentParser) -> argparse.Namespace:
+    if not args.config:
+        return args
+    try:
+        config = tomllib.loads(args.config.read_text(encoding="utf-8"))
+    except (OSError, tomllib.TOMLDecodeError) as exc:
+        raise SystemExit(f"offline-eval: cannot read config {args.config}: {exc}")
+    config = config.get("run", config)
+    known = {a.dest: a for a in parser._actions}
+    for key, value in config.items():
+        dest = key.replace("-", "_")
+        if dest == "map":
+            dest = "mapping"
+        if dest not in known:
+            raise SystemExit(f"offline-eval: {args.config}: unknown setting '{key}'")
+        if getattr(args, dest) in (None, False):
+            action = known[dest]
+            if action.type and isinstance(value, str):
+                value = action.type(value)
+            elif dest == "metrics" and isinstance(value, str):
+                value = _csv(value)
+            elif dest in ("output", "cache", "rubrics", "models_dir"):
+                value = Path(value)
+            setattr(args, dest, value)
+    return args
+
+
+def _auto_profile(models_dir: Path | None) -> str:
+    from offline_eval.runtime.loading import check_provisioned
+    from offline_eval.runtime.profiles import load_profile
+
+    candidates = ["cpu", "starter"]
+    try:
+        import torch
+        if torch.cuda.is_available():
+            candidates.insert(0, "gpu")
+    except ImportError:  # pragma: no cover
+        pass
+    for name in candidates:
+        if not check_provisioned(load_profile(name, models_dir), {"judge", "verifier", "embedder"}):
+            return name
+    return "starter"
+
+
+def _load_rubrics(path: Path) -> dict[str, dict[int, str]]:
+    import json
+    text = path.read_text(encoding="utf-8")
+    data = tomllib.loads(text) if path.suffix == ".toml" else json.loads(text)
+    return {kind: {int(k): str(v) for k, v in table.items()} for kind, table in data.items()}
+
+
+class _Progress:
+    """tqdm bars on stderr, one per backend stage."""
+
+    def __call__(self, description: str, total: int):
+        from tqdm import tqdm
+        return tqdm(total=total, desc=description, unit="req", leave=False, file=sys.stderr,
+                    dynamic_ncols=True)
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    from offline_eval.data.readers import parse_mapping, read_dataset
+    from offline_eval.engine.cache import ResultCache
+    from offline_eval.engine.runner import evaluate
+    from offline_eval.metrics import resolve_metrics
+    from offline_eval.metrics.settings import EvalSettings
+    from offline_eval.runtime.loading import check_provisioned, model_set_from_profile
+    from offline_eval.runtime.profiles import load_profile
+
+    if not args.dataset:
+        raise SystemExit("offline-eval run: --dataset is required (or set dataset in --config)")
+    mapping = parse_mapping(args.mapping) if args.mapping else None
+    samples = read_dataset(args.dataset, mapping, limit=args.limit)
+    metrics, aggregate = resolve_metrics(args.metrics)
+    roles = {r for m in metrics for r in m.roles}
+
+    profile_name = args.profile or _auto_profile(args.models_dir)
+    profile = load_profile(profile_name, args.models_dir).with_overrides(
+        judge_path=args.judge, judge_backend=args.judge_backend, verifier=args.verifier,
+        embedder_path=args.embedder, hhem_path=args.hhem, hhem_tokenizer_path=args.hhem_tokenizer,
+        judge_model=args.judge_model)
+    uses_hhem = not profile.verifier_is_judge
+    if "verifier" in roles and not uses_hhem:
+        roles = (roles - {"verifier"}) | {"judge"}
+    if not uses_hhem:
+        roles.discard("verifier")
+    problems = check_provisioned(profile, roles)
+    if problems:
+        for problem in problems:
+            print(f"offline-eval: {problem}", file=sys.stderr)
+        return 2
+
+    settings = EvalSettings(verifier="hhem" if uses_hhem else "judge")
+    if args.language:
+        settings.language = args.language
+    if args.verdicts:
+        settings.verdicts = args.verdicts
+    if args.max_tokens:
+        settings.max_tokens = args.max_tokens
+    if args.answer_relevancy_n:
+        settings.answer_relevancy_n = args.answer_relevancy_n
+    if args.answer_correctness_weights:
+        settings.answer_correctness_weights = tuple(args.answer_correctness_weights)
+    if args.weights:
+        settings.aggregate_weights = dict(args.weights)
+    if args.rubrics:
+        settings.rubrics = _load_rubrics(args.rubrics)
+
+    models = model_set_from_profile(profile, device=args.device, batch_size=args.batch_size,
+                                    judge_batch_size=args.judge_batch_size, roles=roles)
+    output = args.output or Path("runs") / Path(args.dataset).stem
+    cache_path = None if args.no_cache else (args.cache or Path(
+        os.environ.get("OFFLINE_EVAL_CACHE", DEFAULT_CACHE)).expanduser())
+    cache = ResultCache(cache_path)
+    starter_note = ("starter profile: these scores only show that the pipeline runs; "
+                    "use the cpu or gpu profile for real evaluations")
+    if profile.starter:
+        print(f"offline-eval: {starter_note}", file=sys.stderr)
+    run_info = {"dataset": str(args.dataset), "profile": profile.name, "starter": profile.starter,
+                "device": args.device or "cpu", "batch_size": args.batch_size, "per_row": args.per_row}
+    if profile.starter:
+        run_info["note"] = starter_note
+    result = evaluate(samples, metrics, models, settings, output, cache=cache, aggregate=aggregate,
+                      per_row=args.per_row, progress=None if args.quiet else _Progress(), run_info=run_info)
+    cache.close()
+
+    _print_summary(result.summary)
+    if not args.no_report:
+        try:
+            from offline_eval.report.html import write_report
+            path = write_report(result.output_dir)
+            print(f"report: {path}", file=sys.stderr)
+        except ImportError:
+            pass
+    print(f"results: {result.output_dir / 'results.jsonl'}", file=sys.stderr)
+    if args.fail_under:
+        from offline_eval.report.gating import check_thresholds, parse_thresholds
+        failures = check_thresholds(result.summary, parse_thresholds(args.fail_under))
+        if failures:
+            for failure in failures:
+                print(f"offline-eval: gate failed: {failure}", file=sys.stderr)
+            return 3
+    return 0
+
+
+def _print_summary(summary: dict[str, Any]) -> None:
+    try:
+        from offline_eval.report.terminal import print_summary
+    except ImportError:
+        print_summary = None
+    if print_summary:
+        print_summary(summary)
+        return
+    print(f"{'metric':<30} {'mean':>8} {'95% CI':>17} {'scored':>7} {'unscored':>9}")
+    for name, m in summary["metrics"].items():
+        mean = f"{m['mean']:.4f}" if m["mean"] is not None else "-"
+        ci = f"[{m['ci95'][0]:.3f}, {m['ci95'][1]:.3f}]" if m["ci95"] else "-"
+        print(f"{name:<30} {mean:>8} {ci:>17} {m['n_scored']:>7} {m['n_unscored']:>9}")
+
+
+def cmd_metrics(args: argparse.Namespace) -> int:
+    from offline_eval.metrics import metric_classes
+    for name, cls in sorted(metric_classes().items()):
+        needs = ", ".join(cls.requires) or "-"
+        roles = ", ".join(sorted(cls.roles)) or "no model"
+        print(f"{name:<30} needs {needs:<45} uses {roles:<28} {cls.description}")
+    print(f"{'aggregate':<30} weighted harmonic mean of the other chosen metrics (ragas_score)")
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="offline-eval",
+        description="Evaluate RAG systems with local models only: no network, no API keys, no telemetry.")
+    parser.add_argument("--version", action="version", version=f"offline-eval {__version__}")
+    parser.add_argument("-v", "--verbose", action="store_true", help="log what happens")
+    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
+    add_run_parser(subparsers)
+    metrics = subparsers.add_parser("metrics", help="list the metrics and what each needs")
+    metrics.set_defaults(func=cmd_metrics)
+    for module_name in SUBCOMMAND_MODULES:
+        try:
+            module = importlib.import_module(module_name)
+        except ModuleNotFoundError as exc:
+            if exc.name == module_name:
+                continue
+            raise
+        module.register(subparsers)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
+                        format="%(levelname)s %(name)s: %(message)s")
+    if not getattr(args, "func", None):
+        parser.print_help()
+        return 0
+    if args.command == "run":
+        args = _merge_config(args, next(a for a in parser._subparsers._group_actions[0].choices.values()
+                                         if a.prog.endswith(" run")))
+    from offline_eval.data.schema import DataError
+    try:
+        return int(args.func(args) or 0)
+    except DataError as exc:
+        print(f"offline-eval: bad input: {exc}", file=sys.stderr)
+        return 2
+    except (ValueError, RuntimeError, LookupError) as exc:
+        if args.verbose:
+            raise
+        print(f"offline-eval: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

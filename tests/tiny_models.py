@@ -1,0 +1,108 @@
+"""Tiny, randomly initialised models of each role, built offline in a test and saved to a folder.
+
+They run the real loading and inference code paths in a second; their verdicts are noise, which is
+all an engine test needs.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import torch
+
+CHAT_TEMPLATE = (
+    "{{ bos_token }}{% for m in messages %}<|{{ m['role'] }}|>{{ m['content'] }}<|end|>{% endfor %}"
+    "{% if add_generation_prompt %}<|assistant|>{% endif %}"
+)
+JUDGE_SPECIALS = ["<s>", "</s>", "<pad>", "<|end|>", "<|system|>", "<|user|>", "<|assistant|>"]
+JUDGE_CORPUS = [
+    "Yes No yes no 1 2 3 4 5 true false null",
+    "Break the answer into short claims. The statement is supported by the context.",
+    '{"claims": ["a", "b"], "noncommittal": false, "questions": ["q"], "verdicts": [], "sentences": []}',
+    "The capital of France is Paris. Water boils at 100 degrees. 公司 员工 每周 远程 办公",
+] * 20
+WORDS = ["the", "a", "is", "of", "in", "and", "to", "what", "how", "paris", "france", "capital",
+         "days", "week", "policy", "staff", "?", ".", ",", ":"]
+
+
+def build_judge(folder: Path, seed: int = 1234) -> Path:
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
+
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    tok.train_from_iterator(JUDGE_CORPUS, trainer=trainers.BpeTrainer(
+        vocab_size=400, special_tokens=JUDGE_SPECIALS, show_progress=False,
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet()))
+    fast = PreTrainedTokenizerFast(tokenizer_object=tok, bos_token="<s>", eos_token="</s>", pad_token="<pad>",
+                                   additional_special_tokens=JUDGE_SPECIALS[3:])
+    fast.chat_template = CHAT_TEMPLATE
+    torch.manual_seed(seed)
+    config = LlamaConfig(vocab_size=len(fast), hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+                         num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=4096,
+                         initializer_range=0.2, bos_token_id=fast.bos_token_id,
+                         eos_token_id=fast.eos_token_id, pad_token_id=fast.pad_token_id,
+                         tie_word_embeddings=False)
+    LlamaForCausalLM(config).eval().save_pretrained(folder)
+    fast.save_pretrained(folder)
+    return folder
+
+
+def build_hhem(folder: Path, seed: int = 0) -> Path:
+    """A T5 classifier saved as HHEM-2.1-Open publishes it (weights prefixed ``t5.``)."""
+    from safetensors.torch import save_file
+    from tokenizers import Tokenizer, models, pre_tokenizers, processors, trainers
+    from transformers import PreTrainedTokenizerFast, T5Config, T5ForTokenClassification
+
+    tok = Tokenizer(models.WordLevel(unk_token="<unk>"))
+    tok.pre_tokenizer = pre_tokenizers.Whitespace()
+    tok.train_from_iterator(["Determine if the hypothesis is true given premise ? Premise : Hypothesis . ,",
+                             " ".join(WORDS)], trainers.WordLevelTrainer(special_tokens=["<pad>", "</s>", "<unk>"]))
+    tok.post_processor = processors.TemplateProcessing(
+        single="$A </s>", special_tokens=[("</s>", tok.token_to_id("</s>"))])
+    fast = PreTrainedTokenizerFast(tokenizer_object=tok, pad_token="<pad>", eos_token="</s>", unk_token="<unk>")
+    torch.manual_seed(seed)
+    config = T5Config(vocab_size=len(fast), d_model=32, d_kv=8, d_ff=64, num_layers=2, num_heads=4,
+                      feed_forward_proj="gated-gelu", tie_word_embeddings=False, num_labels=2,
+                      pad_token_id=0, eos_token_id=1)
+    model = T5ForTokenClassification(config).eval()
+    with torch.no_grad():
+        model.classifier.weight.normal_(0.0, 0.2)
+    state = {f"t5.{k}": v.detach().clone().contiguous() for k, v in model.state_dict().items()
+             if k != "transformer.encoder.embed_tokens.weight"}
+    folder.mkdir(parents=True, exist_ok=True)
+    config.save_pretrained(folder)
+    fast.save_pretrained(folder)
+    save_file(state, str(folder / "model.safetensors"))
+    return folder
+
+
+def build_embedder(folder: Path, seed: int = 0) -> Path:
+    from sentence_transformers import SentenceTransformer
+    from transformers import BertConfig, BertModel, BertTokenizer
+
+    raw = folder.parent / (folder.name + "-raw")
+    raw.mkdir(parents=True, exist_ok=True)
+    vocab = raw / "vocab.txt"
+    vocab.write_text("\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *WORDS]) + "\n")
+    BertTokenizer(vocab_file=str(vocab)).save_pretrained(raw)
+    torch.manual_seed(seed)
+    BertModel(BertConfig(vocab_size=len(WORDS) + 5, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
+                         intermediate_size=64, max_position_embeddings=512)).save_pretrained(raw)
+    SentenceTransformer(str(raw), device="cpu", local_files_only=True).save(str(folder))
+    return folder
+
+
+def write_manifest(path: Path, judge: Path, hhem: Path, embedder: Path) -> Path:
+    """A profile manifest naming the tiny models (the shape of models/*.toml)."""
+    path.write_text(
+        "[profile]\nname = \"tiny\"\nstarter = false\n\n"
+        f"[judge]\nbackend = \"transformers\"\npath = {json.dumps(str(judge))}\n\n"
+        "[judge.options]\ndtype = \"float32\"\n\n"
+        f"[verifier]\nbackend = \"hhem\"\npath = {json.dumps(str(hhem))}\n\n"
+        f"[verifier.extra.tokenizer_path]\npath = {json.dumps(str(hhem))}\n\n"
+        f"[embedder]\nbackend = \"sentence-transformers\"\npath = {json.dumps(str(embedder))}\n",
+        encoding="utf-8")
+    return path
