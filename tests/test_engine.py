@@ -131,7 +131,7 @@ def test_tiny_model_end_to_end_identical_at_batch_1_and_16(tiny_profile, tmp_pat
 
 def assert_same_scores(a, b, path="scores"):
     if isinstance(a, float) or isinstance(b, float):
-        assert a == pytest.approx(b, abs=1e-6), path
+        assert a == pytest.approx(b, abs=2e-6), path  # evidence is rounded to 6 places
     elif isinstance(a, dict):
         assert a.keys() == b.keys(), path
         for key in a:

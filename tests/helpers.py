@@ -1,0 +1,34 @@
+"""Test helpers: run metrics through the real engine with scripted (but real) backends."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from offline_eval.data.schema import Sample
+from offline_eval.engine.executor import Engine, Task
+from offline_eval.engine.models import ModelSet
+from offline_eval.metrics.base import Metric, Score
+from offline_eval.metrics.settings import EvalSettings
+from offline_eval.runtime.hashing_embedder import HashingEmbedder
+from offline_eval.runtime.scripted import ScriptedJudge, ScriptedVerifier
+
+
+def claims_rule(match: str, claims: list[str]) -> dict[str, Any]:
+    return {"match": match, "response": json.dumps({"claims": claims})}
+
+
+def models(judge: ScriptedJudge | None = None, verifier: ScriptedVerifier | None = None,
+           embedder: Any = None) -> ModelSet:
+    ms = ModelSet()
+    ms.add_instance("judge", judge or ScriptedJudge(script={}))
+    ms.add_instance("verifier", verifier or ScriptedVerifier())
+    ms.add_instance("embedder", embedder or HashingEmbedder())
+    return ms
+
+
+def score(metric: Metric, sample: Sample, model_set: ModelSet, settings: EvalSettings | None = None) -> Score:
+    settings = settings or EvalSettings()
+    engine = Engine(model_set)
+    [task] = engine.run([Task(key=0, generator=metric.score(sample, settings))])
+    return task.result

@@ -1,0 +1,227 @@
+"""Every Ragas-family formula on hand-built cases, through the engine and a scripted judge."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from offline_eval.data.schema import Sample
+from offline_eval.metrics.ragas import (
+    AnswerCorrectness, AnswerRelevancy, AnswerSimilarity, ContextEntityRecall, ContextPrecision,
+    ContextRecall, ContextRelevance, ContextRelevanceEmbedding, ContextUtilization, Faithfulness,
+    HallucinationRate, NoiseSensitivityIrrelevant, NoiseSensitivityRelevant, RubricsScore, average_precision,
+)
+from offline_eval.metrics.settings import EvalSettings
+from offline_eval.runtime.hashing_embedder import HashingEmbedder
+from offline_eval.runtime.scripted import ScriptedJudge, ScriptedVerifier
+from tests.helpers import claims_rule, models, score
+
+CONTEXTS = ["Paris is the capital of France.", "The Eiffel Tower opened in 1889."]
+SAMPLE = Sample(id="1", question="Tell me about Paris.", answer="Paris is the capital of France. It has 9 million people.",
+                contexts=CONTEXTS, ground_truth="Paris is the capital of France. The Eiffel Tower opened in 1889.",
+                language="en")
+CLAIMS = ["Paris is the capital of France.", "Paris has 9 million people."]
+
+
+def yes_for(*statements: str):
+    """Option rule: P(Yes)=0.9 when the prompt's statement is one of ``statements``, else 0.1."""
+    def probs(text: str) -> dict[str, float]:
+        statement = text.split("Statement: ", 1)[1].split("\n", 1)[0] if "Statement: " in text else ""
+        return {"Yes": 0.9, "No": 0.1} if statement in statements else {"Yes": 0.1, "No": 0.9}
+    return {"match": "Statement: ", "probs": probs}
+
+
+def test_faithfulness_with_option_verdicts():
+    judge = ScriptedJudge(script={"generate": [claims_rule("Break the answer", CLAIMS)],
+                                  "options": [yes_for(CLAIMS[0])]})
+    result = score(Faithfulness(), SAMPLE, models(judge))
+    assert result.value == pytest.approx(0.5)
+    claims = result.metadata["claims"]
+    assert [c["supported"] for c in claims] == [True, False]
+    assert claims[0]["probability"] == pytest.approx(0.9)
+    hallucination = score(HallucinationRate(), SAMPLE, models(judge))
+    assert hallucination.value == pytest.approx(0.5)
+
+
+def test_faithfulness_with_hhem_cites_the_supporting_chunk():
+    judge = ScriptedJudge(script={"generate": [claims_rule("Break the answer", CLAIMS)]})
+    verifier = ScriptedVerifier(rules=[{"premise": "capital", "hypothesis": "capital", "probability": 0.97}],
+                                default=0.02)
+    result = score(Faithfulness(), SAMPLE, models(judge, verifier), EvalSettings(verifier="hhem"))
+    assert result.value == pytest.approx(0.5)
+    assert result.metadata["claims"][0]["chunk"] == 0
+    assert result.metadata["claims"][1]["chunk"] is None
+
+
+def test_faithfulness_with_json_verdicts_and_chunk_numbers():
+    verdicts = {"verdicts": [{"statement": CLAIMS[0], "reason": "chunk 1", "supported": True, "chunk": 1},
+                             {"statement": CLAIMS[1], "reason": "absent", "supported": False, "chunk": None}]}
+    judge = ScriptedJudge(script={"generate": [claims_rule("Break the answer", CLAIMS),
+                                               {"match": "Context chunks", "response": json.dumps(verdicts)}]})
+    result = score(Faithfulness(), SAMPLE, models(judge), EvalSettings(verdicts="generate"))
+    assert result.value == pytest.approx(0.5)
+    assert result.metadata["claims"][0]["chunk"] == 0 and result.metadata["claims"][0]["reason"] == "chunk 1"
+
+
+def test_verdict_count_mismatch_is_unscored_after_repair():
+    short = {"verdicts": [{"statement": CLAIMS[0], "supported": True}]}  # one verdict for two claims
+    judge = ScriptedJudge(script={"generate": [claims_rule("Break the answer", CLAIMS),
+                                               {"match": "Context chunks", "response": json.dumps(short)}]})
+    result = score(Faithfulness(), SAMPLE, models(judge), EvalSettings(verdicts="generate"))
+    assert result.value is None and result.reason == "judge_unparseable"
+    assert "fewer than 2" in result.explanation
+
+
+def test_unparseable_claims_then_repair_succeeds():
+    calls = {"n": 0}
+
+    def flaky(text: str) -> str:
+        calls["n"] += 1
+        return "Sure! Here are the claims:" if "could not be used" not in text else \
+            "```json\n{'claims': ['Paris is the capital of France.',]}\n```"
+    judge = ScriptedJudge(script={"generate": [{"match": "Break the answer", "response": flaky}],
+                                  "options": [yes_for(CLAIMS[0])]})
+    result = score(Faithfulness(), SAMPLE, models(judge))
+    assert result.value == pytest.approx(1.0)
+    assert calls["n"] == 2
+
+
+def test_unparseable_twice_is_unscored_with_reason_never_nan():
+    judge = ScriptedJudge(script={"generate": [{"match": "Break the answer", "response": '{"claims": ["cut off'}]})
+    result = score(Faithfulness(), SAMPLE, models(judge))
+    assert result.value is None and result.reason == "judge_unparseable"
+    assert "cut off" in result.explanation
+
+
+def test_no_claims_and_missing_fields_are_unscored():
+    judge = ScriptedJudge(script={"generate": [claims_rule("Break the answer", [])]})
+    assert score(Faithfulness(), SAMPLE, models(judge)).reason == "no_claims"
+    no_contexts = Sample(id="2", question="q", answer="a", contexts=[])
+    assert score(Faithfulness(), no_contexts, models(judge)).reason == "missing_field:contexts"
+    no_answer = Sample(id="3", question="q", contexts=["c"])
+    assert score(AnswerRelevancy(), no_answer, models(judge)).reason == "missing_field:answer"
+
+
+def test_answer_relevancy_mean_cosine_and_noncommittal():
+    embedder = HashingEmbedder()
+    questions = ["Tell me about Paris.", "What is the capital of France?"]
+    judge = ScriptedJudge(script={"generate": [{"match": "questions that the answer", "response": json.dumps(
+        {"noncommittal": False, "questions": questions})}]})
+    result = score(AnswerRelevancy(), SAMPLE, models(judge, embedder=embedder))
+    q = embedder.vector(SAMPLE.question)
+    expected = np.mean([max(0.0, 0) + float(np.dot(q, embedder.vector(x))) for x in questions])
+    assert result.value == pytest.approx(expected)
+    assert result.metadata["questions"][0]["similarity"] == pytest.approx(1.0)
+    evasive = ScriptedJudge(script={"generate": [{"match": "questions that the answer", "response": json.dumps(
+        {"noncommittal": True, "questions": questions})}]})
+    assert score(AnswerRelevancy(), SAMPLE, models(evasive)).value == 0.0
+
+
+def test_context_relevance_counts_verbatim_sentences_only():
+    judge = ScriptedJudge(script={"generate": [{"match": "Copy, unchanged", "response": json.dumps(
+        {"sentences": ["Paris is the capital of France.", "Paris is lovely in spring."]})}]})
+    result = score(ContextRelevance(), SAMPLE, models(judge))
+    assert result.value == pytest.approx(1 / 2)  # 1 of 2 context sentences; the invented one ignored
+    assert result.metadata["not_in_context"] == ["Paris is lovely in spring."]
+    insufficient = ScriptedJudge(script={"generate": [{"match": "Copy, unchanged", "response": '{"sentences": []}'}]})
+    assert score(ContextRelevance(), SAMPLE, models(insufficient)).value == 0.0
+
+
+def test_context_relevance_embedding():
+    embedder = HashingEmbedder()
+    result = score(ContextRelevanceEmbedding(), SAMPLE, models(embedder=embedder))
+    q = embedder.vector(SAMPLE.question)
+    expected = np.mean([float(np.dot(q, embedder.vector(c))) for c in CONTEXTS])
+    assert result.value == pytest.approx(max(0.0, expected))
+
+
+def test_average_precision_formula():
+    assert average_precision([True, False, True]) == pytest.approx((1 / 1 + 2 / 3) / 2)
+    assert average_precision([False, True]) == pytest.approx(0.5)
+    assert average_precision([False, False]) == pytest.approx(0.0)
+    assert average_precision([]) == 0.0
+
+
+def test_context_precision_and_utilization():
+    useful = {"match": "Context: The Eiffel", "probs": {"Yes": 0.8, "No": 0.2}}
+    judge = ScriptedJudge(script={"options": [useful], "default_probs": {"Yes": 0.3, "No": 0.7}})
+    result = score(ContextPrecision(), SAMPLE, models(judge))
+    assert result.value == pytest.approx(0.5)  # useful chunk at rank 2
+    assert [v["useful"] for v in result.metadata["verdicts"]] == [False, True]
+    assert "Answer: Paris is the capital of France. The Eiffel" in judge.prompts_seen[0]
+    util = score(ContextUtilization(), SAMPLE, models(judge))
+    assert util.value == pytest.approx(0.5)
+    assert any("It has 9 million" in p for p in judge.prompts_seen)
+
+
+def test_context_recall_over_reference_sentences():
+    judge = ScriptedJudge(script={"options": [yes_for("Paris is the capital of France.")]})
+    result = score(ContextRecall(), SAMPLE, models(judge))
+    assert result.value == pytest.approx(0.5)
+    assert [c["attributed"] for c in result.metadata["claims"]] == [True, False]
+
+
+def test_context_entity_recall():
+    judge = ScriptedJudge(script={"generate": [
+        {"match": "Text: Paris is the capital of France. The Eiffel", "response": json.dumps(
+            {"entities": ["Paris", "France", "Eiffel Tower", "1889", "Louvre"]})},
+        {"match": "named entities", "response": json.dumps({"entities": ["Paris"]})}]})
+    result = score(ContextEntityRecall(), SAMPLE, models(judge))
+    # Paris (listed), France / Eiffel Tower / 1889 (verbatim in contexts); Louvre missing.
+    assert result.value == pytest.approx(4 / 5)
+
+
+def test_answer_similarity_and_correctness():
+    embedder = HashingEmbedder()
+    sim = float(np.dot(embedder.vector(SAMPLE.answer), embedder.vector(SAMPLE.ground_truth)))
+    assert score(AnswerSimilarity(), SAMPLE, models(embedder=embedder)).value == pytest.approx(max(0.0, sim))
+    ref_claims = ["Paris is the capital of France.", "The Eiffel Tower opened in 1889."]
+    judge = ScriptedJudge(script={
+        "generate": [claims_rule("Answer: Paris is the capital of France. It has", CLAIMS),
+                     claims_rule("Answer: Paris is the capital of France. The Eiffel", ref_claims)],
+        "options": [yes_for("Paris is the capital of France.")]})
+    result = score(AnswerCorrectness(), SAMPLE, models(judge, embedder=embedder))
+    # TP = 1 (capital), FP = 1 (9 million), FN = 1 (Eiffel): F1 = 1 / (1 + 1) = 0.5
+    assert result.metadata["f1"] == pytest.approx(0.5)
+    assert result.metadata["tp"] == [CLAIMS[0]] and result.metadata["fn"] == [ref_claims[1]]
+    assert result.value == pytest.approx(0.75 * 0.5 + 0.25 * max(0.0, sim))
+    weighted = score(AnswerCorrectness(), SAMPLE, models(judge, embedder=embedder),
+                     EvalSettings(answer_correctness_weights=(1.0, 0.0)))
+    assert weighted.value == pytest.approx(0.5)
+
+
+def test_rubrics_score_options_and_json():
+    judge = ScriptedJudge(script={"options": [{"match": "Score (1-5)", "probs": {
+        "1": 0.05, "2": 0.05, "3": 0.1, "4": 0.6, "5": 0.2}}]})
+    result = score(RubricsScore(), SAMPLE, models(judge))
+    assert result.value == 4.0
+    assert result.metadata["expected"] == pytest.approx(0.05 + 0.1 + 0.3 + 2.4 + 1.0)
+    assert result.metadata["rubric"] == "with_reference"
+    judge_json = ScriptedJudge(script={"generate": [{"match": "explain briefly", "response": '{"feedback": "ok", "score": 2}'}]})
+    result = score(RubricsScore(), Sample(id="x", question="q", answer="a"), models(judge_json),
+                   EvalSettings(verdicts="generate"))
+    assert result.value == 2.0 and result.metadata["rubric"] == "reference_free"
+
+
+def test_noise_sensitivity_relevant_and_irrelevant():
+    sample = Sample(id="n", question="Where is the Eiffel Tower and when did it open?",
+                    answer="The Eiffel Tower is in Paris. It opened in 1899.",
+                    contexts=["The Eiffel Tower is in Paris.", "A tower opened in 1899 in Blackpool."],
+                    ground_truth="The Eiffel Tower is in Paris. It opened in 1889.", language="en")
+    a = ["The Eiffel Tower is in Paris.", "The Eiffel Tower opened in 1899."]
+    g = ["The Eiffel Tower is in Paris.", "The Eiffel Tower opened in 1889."]
+    verifier = ScriptedVerifier(rules=[
+        {"premise": "The Eiffel Tower is in Paris.", "hypothesis": "is in Paris", "probability": 0.95},
+        {"premise": "Blackpool", "hypothesis": "1899", "probability": 0.8}], default=0.05)
+    judge = ScriptedJudge(script={"generate": [claims_rule("Answer: The Eiffel Tower is in Paris. It opened in 1899", a),
+                                               claims_rule("Answer: The Eiffel Tower is in Paris. It opened in 1889", g)]})
+    settings = EvalSettings(verifier="hhem")
+    relevant = score(NoiseSensitivityRelevant(), sample, models(judge, verifier), settings)
+    irrelevant = score(NoiseSensitivityIrrelevant(), sample, models(judge, verifier), settings)
+    # Claim 2 is wrong (not in the reference) and supported only by chunk 2, which supports no
+    # reference claim: irrelevant noise 1/2, relevant noise 0.
+    assert relevant.value == pytest.approx(0.0)
+    assert irrelevant.value == pytest.approx(0.5)
+    assert relevant.metadata["relevant_chunks"] == [0]
