@@ -450,3 +450,16 @@ def test_thinking_disabled_in_templates_that_support_it() -> None:
         "{% if enable_thinking is defined and not enable_thinking %}<think></think>{% endif %}{% endif %}"
     )
     assert chat.render_chat(tok, messages(("user", "Is it?"))).endswith("<|assistant|><think></think>")
+
+
+def test_schema_requests_stop_when_the_json_value_closes(model_dir: Path) -> None:
+    from offline_eval.runtime.chat import json_value_closed
+
+    assert json_value_closed('{"claims": ["a}", "b"]} trailing prose')
+    assert not json_value_closed('{"claims": ["a", ')
+    judge = TransformersJudge(str(model_dir), batch_size=4, max_new_tokens=12)
+    free = judge.generate([Generate(prompt=PROMPTS[0], sampling=Sampling(max_tokens=40))])[0][0]
+    capped = judge.generate([Generate(prompt=PROMPTS[0], sampling=Sampling(max_tokens=40), schema="{}")])[0][0]
+    assert len(judge.tokenizer(capped, add_special_tokens=False)["input_ids"]) <= 12
+    # The cap and the JSON stop only ever shorten the greedy continuation.
+    assert free.startswith(capped) or json_value_closed(capped)

@@ -306,3 +306,27 @@ def model_fingerprint(path: str | os.PathLike[str], length: int = 12) -> str:
         h.update(file.relative_to(root).as_posix().encode() + b"\x00")
         _hash_file(h, file)
     return h.hexdigest()[:length]
+
+
+def json_value_closed(text: str) -> bool:
+    """True once ``text`` holds a complete top-level JSON object or array (string-aware scan)."""
+    depth, quote, escape, started = 0, None, False, False
+    for c in text:
+        if quote:
+            if escape:
+                escape = False
+            elif c == "\\":
+                escape = True
+            elif c == quote:
+                quote = None
+            continue
+        if c == '"' and started:
+            quote = c
+        elif c in "{[":
+            depth += 1
+            started = True
+        elif c in "}]" and started:
+            depth -= 1
+            if depth == 0:
+                return True
+    return False

@@ -52,7 +52,7 @@ DEFAULT_HHEM_TOKENIZER_DIR = "flan-t5-base"
 # (test doubles, later additions) accept any option.
 BACKEND_OPTIONS: dict[str, dict[str, frozenset[str]]] = {
     "judge": {
-        "transformers": frozenset({"dtype", "max_model_len", "batch_size"}),
+        "transformers": frozenset({"dtype", "max_model_len", "max_new_tokens", "batch_size"}),
         "vllm": frozenset(
             {"tensor_parallel_size", "gpu_memory_utilization", "max_model_len", "dtype", "seed", "top_logprobs",
              "batch_size"}

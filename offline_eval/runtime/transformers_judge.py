@@ -63,6 +63,7 @@ class _Row:
     temperature: float
     top_p: float
     seed: int | None  # None: greedy
+    stop_at_json_end: bool = False  # a schema request ends when its JSON value closes
 
 
 class TransformersJudge:
@@ -75,7 +76,9 @@ class TransformersJudge:
         batch_size: int = 8,
         dtype: str = "auto",
         max_model_len: int | None = None,
+        max_new_tokens: int | None = None,
     ) -> None:
+        """``max_new_tokens`` caps every request's ``max_tokens`` (for small, slow CPU judges)."""
         import torch
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -125,6 +128,7 @@ class TransformersJudge:
             text_config, "max_position_embeddings", None
         )
         self.batch_size = int(batch_size)
+        self.max_new_tokens = max_new_tokens
         self.eos_ids = self._eos_ids()
         pad = self.tokenizer.pad_token_id
         if pad is None:
@@ -206,15 +210,18 @@ class TransformersJudge:
                 raise ValueError(f"request {index}: sampling.n must be >= 1, got {s.n}")
             ids = self._encode(index, req.prompt, room=1 if s.max_tokens > 0 else 0)
             limit = max(0, s.max_tokens)
+            if self.max_new_tokens is not None:
+                limit = min(limit, self.max_new_tokens)
             if self.max_model_len is not None:
                 limit = min(limit, self.max_model_len - len(ids))
+            json_stop = req.schema is not None
             if s.temperature <= 0:
-                rows.append(_Row(index, ids, limit, 0.0, 1.0, None))
+                rows.append(_Row(index, ids, limit, 0.0, 1.0, None, json_stop))
             else:
                 text = chat.prompt_text(req.prompt)
                 for j in range(s.n):
                     seed = chat.derive_seed(s.seed, text, j)
-                    rows.append(_Row(index, ids, limit, float(s.temperature), float(s.top_p), seed))
+                    rows.append(_Row(index, ids, limit, float(s.temperature), float(s.top_p), seed, json_stop))
 
         completions: list[list[int]] = []
         for start in range(0, len(rows), self.batch_size):
@@ -244,6 +251,7 @@ class TransformersJudge:
             None if r.seed is None else torch.Generator(device=self.device).manual_seed(r.seed)
             for r in rows
         ]
+        closers = self._json_closers() if any(r.stop_at_json_end for r in rows) else frozenset()
         ids, mask, positions = self._pad([r.ids for r in rows])
         with torch.inference_mode():
             out = self.model(
@@ -265,6 +273,9 @@ class TransformersJudge:
                     produced[i].append(tok)
                     if len(produced[i]) >= rows[i].limit:
                         finished[i] = True
+                    elif rows[i].stop_at_json_end and tok in closers and chat.json_value_closed(
+                            self.tokenizer.decode(produced[i], skip_special_tokens=True)):
+                        finished[i] = True  # what follows a closed JSON value is never read
                 if all(finished):
                     break
                 feed = torch.tensor(
@@ -282,6 +293,13 @@ class TransformersJudge:
                     use_cache=True,
                 )
         return produced
+
+    def _json_closers(self) -> frozenset[int]:
+        """Ids of the tokens that contain a closing bracket (only those can complete a JSON value)."""
+        if not hasattr(self, "_closer_ids"):
+            vocab = self.tokenizer.convert_ids_to_tokens(list(range(len(self.tokenizer))))
+            self._closer_ids = frozenset(i for i, t in enumerate(vocab) if t and ("}" in t or "]" in t))
+        return self._closer_ids
 
     @staticmethod
     def _choose(logits: Any, rows: Sequence[_Row], generators: Sequence[Any], finished: Sequence[bool]) -> list[int]:

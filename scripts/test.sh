@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# Installs what the tests need (a virtualenv in .venv, the package with its dev extra, Debian's
+# chromium for the report test) and runs the test suite. Safe to rerun: every step is skipped when
+# already done. Usage: bash scripts/test.sh [pytest args]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PY=${PYTHON:-python3}
+if [[ ! -x .venv/bin/python ]]; then
+  "$PY" -m venv .venv
+fi
+if ! .venv/bin/python -c "import offline_eval, pytest, datasets" 2>/dev/null \
+   || [[ pyproject.toml -nt .venv/.installed ]]; then
+  .venv/bin/python -m pip install -q --upgrade pip
+  .venv/bin/python -m pip install -q -e '.[dev,starter]'
+  touch .venv/.installed
+fi
+if ! command -v chromium >/dev/null 2>&1 && [[ $(id -u) == 0 ]] && command -v apt-get >/dev/null 2>&1; then
+  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null) \
+    || echo "scripts/test.sh: chromium could not be installed; the browser test will be skipped" >&2
+fi
+exec .venv/bin/python -m pytest -q "$@"
