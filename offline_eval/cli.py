@@ -100,6 +100,16 @@ def add_run_parser(subparsers: Any) -> argparse.ArgumentParser:
                      help="exit 3 when a metric's mean is below its minimum, e.g. faithfulness=0.8")
     out.add_argument("--no-report", action="store_true", help="skip the HTML report")
     out.add_argument("--quiet", action="store_true", help="no progress bars")
+    dist = p.add_argument_group("distributed (pip install 'offline-eval[ray]')")
+    dist.add_argument("--engine", choices=["local", "ray"],
+                      help="ray: shard the dataset over model replicas on a Ray cluster (default: local)")
+    dist.add_argument("--ray-address", help="auto or HOST:PORT of an existing cluster (default: $RAY_ADDRESS, "
+                                            "else a private local cluster)")
+    dist.add_argument("--replicas", type=int, help="Ray actors, each with its own models (default: 2)")
+    dist.add_argument("--gpus-per-replica", type=float,
+                      help="GPUs per replica (default 0); above 1, the vLLM judge's tensor_parallel_size")
+    dist.add_argument("--ray-node-cache", help="per-node cache path on each node, merged into --cache "
+                                               "(default: shared file on the driver's node, per-node elsewhere)")
     p.add_argument("--config", type=Path, help="TOML file with any of these settings")
     p.set_defaults(func=cmd_run)
     return p
@@ -227,8 +237,22 @@ def cmd_run(args: argparse.Namespace) -> int:
                 "device": args.device or "cpu", "batch_size": args.batch_size, "per_row": args.per_row}
     if profile.starter:
         run_info["note"] = starter_note
-    result = evaluate(samples, metrics, models, settings, output, cache=cache, aggregate=aggregate,
-                      per_row=args.per_row, progress=None if args.quiet else _Progress(), run_info=run_info)
+    progress = None if args.quiet else _Progress()
+    if args.engine == "ray":
+        from offline_eval.engine.ray_engine import ModelSpec, run_with_ray
+        spec = ModelSpec.create(
+            profile_name, args.models_dir, roles=roles, device=args.device, batch_size=args.batch_size,
+            judge_batch_size=args.judge_batch_size,
+            overrides=dict(judge_path=args.judge, judge_backend=args.judge_backend, verifier=args.verifier,
+                           embedder_path=args.embedder, hhem_path=args.hhem,
+                           hhem_tokenizer_path=args.hhem_tokenizer, judge_model=args.judge_model))
+        result = run_with_ray(samples, metrics, settings, spec, output, cache=cache, aggregate=aggregate,
+                              per_row=args.per_row, progress=progress, run_info=run_info,
+                              address=args.ray_address, replicas=args.replicas or 2,
+                              gpus_per_replica=args.gpus_per_replica or 0, node_cache=args.ray_node_cache)
+    else:
+        result = evaluate(samples, metrics, models, settings, output, cache=cache, aggregate=aggregate,
+                          per_row=args.per_row, progress=progress, run_info=run_info)
     cache.close()
 
     _print_summary(result.summary)

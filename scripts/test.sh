@@ -1,14 +1,16 @@
 #!/usr/bin/env bash
 # Installs what the tests need (a virtualenv in .venv, the package with its dev extra, Debian's
-# chromium for the report test) and runs the test suite. Safe to rerun: every step is skipped when
-# already done. Usage: bash scripts/test.sh [pytest args]
+# chromium for the report test), then runs the whole suite with no network: inside a fresh network
+# namespace holding only loopback when the machine allows one (root, `unshare`), so a test that
+# reached for the network would fail, and a local Ray cluster binds to 127.0.0.1.
+# Safe to rerun: every install step is skipped when already done. Usage: bash scripts/test.sh [pytest args]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}
 if [[ ! -x .venv/bin/python ]]; then
   "$PY" -m venv .venv
 fi
-if ! .venv/bin/python -c "import offline_eval, pytest, datasets" 2>/dev/null \
+if ! .venv/bin/python -c "import offline_eval, pytest, datasets, ranx, ray" 2>/dev/null \
    || [[ pyproject.toml -nt .venv/.installed ]]; then
   .venv/bin/python -m pip install -q --upgrade pip
   .venv/bin/python -m pip install -q -e '.[dev,starter]'
@@ -18,4 +20,8 @@ if ! command -v chromium >/dev/null 2>&1 && [[ $(id -u) == 0 ]] && command -v ap
   (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null) \
     || echo "scripts/test.sh: chromium could not be installed; the browser test will be skipped" >&2
 fi
+if unshare -n true 2>/dev/null; then
+  exec unshare -n sh -c 'ip link set lo up 2>/dev/null || true; exec .venv/bin/python -m pytest -q "$@"' sh "$@"
+fi
+echo "scripts/test.sh: no network namespace available; running with the machine's network" >&2
 exec .venv/bin/python -m pytest -q "$@"

@@ -1,0 +1,526 @@
+"""Sharded evaluation on a Ray cluster: ``offline-eval run --engine ray``.
+
+The dataset's unfinished samples are cut into contiguous shards. Each replica is a Ray actor that
+builds its models once, from a picklable :class:`ModelSpec` (profile name or manifest path, the CLI's
+overrides, device, batch sizes), and runs the ordinary staged engine (``runner.evaluate``) over every
+shard it is given. Rows and committed cache batches stream back to the driver as they finish; the
+driver writes ``results.jsonl`` row by row, then the sorted file, ``summary.json`` and ``run.json``
+exactly as a single-process run does (same fingerprint: a single-process run folder can be resumed
+with Ray and the other way round).
+
+Fault tolerance
+    * An actor that dies (node lost, OOM, ``ray.kill``) is replaced by a fresh one; the rows of its
+      shard that had not reached the driver are retried (at most ``max_attempts`` times per shard).
+    * Model work is cached batch by batch. ``cache_mode="shared"``: every actor opens the driver's
+      SQLite file (one machine, or one shared filesystem). ``"per-node"``: each actor opens a cache
+      on its own node (``node_cache``, default: the driver's cache path as seen on that node) and
+      streams every batch it commits to the driver, which merges it into the driver's cache; so after
+      the run the driver's cache holds all the work, as after a single-process run.
+      ``"auto"`` (default): shared for actors on the driver's node, per-node for the others.
+      :func:`merge_caches` merges SQLite cache files after the fact (e.g. node caches copied back).
+    * A driver restarted on the same output folder skips the samples already in ``results.jsonl``
+      under the same fingerprint (the runner's resume).
+
+Ray is imported only inside the functions here, and this module only by ``--engine ray``.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import os
+import queue
+import socket
+import sqlite3
+import tempfile
+import threading
+import time
+from collections import Counter, deque
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Callable, Iterable
+
+from offline_eval.data.schema import Sample
+from offline_eval.engine.cache import ResultCache
+from offline_eval.engine.executor import ProgressFactory
+from offline_eval.engine.models import ModelSet
+from offline_eval.engine.runner import (
+    FINGERPRINT, RESULTS, SUMMARY, RunOutput, _load_finished, build_summary, evaluate, run_fingerprint,
+)
+from offline_eval.metrics import AGGREGATE
+from offline_eval.metrics.base import Metric
+from offline_eval.metrics.settings import EvalSettings
+
+log = logging.getLogger(__name__)
+
+# Test-only fault injection: "REPLICA:BATCHES" makes the first actor of that replica os._exit(1) once
+# it has committed that many backend batches.
+CRASH_ENV = "OFFLINE_EVAL_RAY_CRASH_AFTER"
+OBJECT_STORE_BYTES = 200 * 1024 * 1024
+_PATH_OVERRIDES = ("judge_path", "embedder_path", "hhem_path", "hhem_tokenizer_path")
+
+
+def _portable_path(text: str | os.PathLike[str] | None) -> str | None:
+    """Absolute for relative paths (actors run elsewhere); ``~`` and ``pkg:`` stay as written so each
+    node expands them itself; URLs are left alone."""
+    if text is None:
+        return None
+    text = os.fspath(text)
+    if text.startswith(("~", "pkg:")) or "://" in text or os.path.isabs(text):
+        return text
+    return os.path.abspath(text)
+
+
+@dataclass
+class ModelSpec:
+    """What a replica needs to build its models: picklable, resolved on the node that builds it.
+
+    ``overrides`` are :meth:`Profile.with_overrides` keywords (the CLI's ``--judge`` etc.).
+    ``tensor_parallel_size`` > 1 is passed to a vLLM judge (the GPUs of the replica).
+    """
+
+    profile: str
+    models_dir: str | None = None
+    overrides: dict[str, str | None] = field(default_factory=dict)
+    device: str | None = None
+    batch_size: int | None = None
+    judge_batch_size: int | None = None
+    roles: tuple[str, ...] | None = None
+    tensor_parallel_size: int = 1
+
+    @classmethod
+    def create(cls, profile: str, models_dir: str | os.PathLike[str] | None = None, *,
+               overrides: dict[str, Any] | None = None, roles: Iterable[str] | None = None,
+               **kwargs: Any) -> "ModelSpec":
+        """A spec whose relative paths are made absolute against the driver's working directory."""
+        from offline_eval.runtime.profiles import _is_path_like
+
+        overrides = {k: v for k, v in (overrides or {}).items() if v is not None}
+        for key in _PATH_OVERRIDES:
+            if key in overrides:
+                overrides[key] = _portable_path(overrides[key])
+        return cls(profile=_portable_path(profile) if _is_path_like(profile) else profile,
+                   models_dir=_portable_path(models_dir), overrides=overrides,
+                   roles=tuple(sorted(roles)) if roles is not None else None, **kwargs)
+
+    def load_profile(self):
+        from offline_eval.runtime.profiles import load_profile
+
+        profile = load_profile(self.profile, self.models_dir).with_overrides(**self.overrides)
+        if self.tensor_parallel_size > 1 and profile.judge.backend == "vllm":
+            profile.judge.options["tensor_parallel_size"] = int(self.tensor_parallel_size)
+        return profile
+
+    def model_set(self, device: str | None = None) -> ModelSet:
+        """The ModelSet (nothing is loaded until used). ``device`` overrides the spec's."""
+        from offline_eval.runtime.loading import model_set_from_profile
+
+        return model_set_from_profile(self.load_profile(), device=device or self.device,
+                                      batch_size=self.batch_size, judge_batch_size=self.judge_batch_size,
+                                      roles=set(self.roles) if self.roles is not None else None)
+
+
+def replica_device(device: str | None, gpus: float) -> str | None:
+    """Inside an actor Ray exposes only its own GPUs (CUDA_VISIBLE_DEVICES): any ``cuda[:N]`` becomes
+    the replica's first GPU (vLLM's tensor parallelism spans all of them)."""
+    if gpus and (device is None or device.startswith("cuda")):
+        return "cuda:0"
+    return device
+
+
+class _StreamingCache(ResultCache):
+    """A ResultCache that also reports each committed batch (for per-node caches merged by the driver)
+    and, for tests, can kill its process after N batches."""
+
+    def __init__(self, path: str | Path | None, crash_after: int | None = None) -> None:
+        super().__init__(path)
+        self.sink: queue.Queue | None = None
+        self.batches = 0
+        self.crash_after = crash_after
+
+    def get_many(self, keys: Iterable[str]) -> dict[str, Any]:
+        found = super().get_many(keys)
+        if self.sink is not None and found:  # hits on a node cache reach the driver's cache too
+            keys = list(found)
+            with self._lock:
+                kinds = {}
+                for start in range(0, len(keys), 500):
+                    chunk = keys[start:start + 500]
+                    kinds.update(self._db.execute(
+                        f"SELECT key, kind FROM results WHERE key IN ({','.join('?' * len(chunk))})",
+                        chunk).fetchall())
+            by_kind: dict[str, list[tuple[str, Any]]] = {}
+            for key, value in found.items():
+                by_kind.setdefault(kinds.get(key, ""), []).append((key, value))
+            for kind, pairs in by_kind.items():
+                self.sink.put(("cache", kind, pairs))
+        return found
+
+    def put_many(self, kind: str, items: Iterable[tuple[str, Any]]) -> None:
+        items = list(items)
+        super().put_many(kind, items)
+        self.batches += 1
+        if self.sink is not None:
+            self.sink.put(("cache", kind, items))
+        if self.crash_after is not None and self.batches >= self.crash_after:
+            log.warning("fault injection: exiting after %d batches", self.batches)
+            os._exit(1)
+
+
+class ShardWorker:
+    """One replica (used as a Ray actor): models built once, any number of shards run through them."""
+
+    def __init__(self, spec: ModelSpec, metrics: list[Metric], settings: EvalSettings, aggregate: bool,
+                 cache_mode: str, cache_path: str | None, node_cache: str | None, driver_node: str | None,
+                 gpus: float = 0, crash_after: int | None = None) -> None:
+        import ray
+
+        self.node = ray.get_runtime_context().get_node_id()
+        self.models = spec.model_set(device=replica_device(spec.device, gpus))
+        self.metrics, self.settings, self.aggregate = metrics, settings, aggregate
+        local = cache_mode == "shared" or (cache_mode == "auto" and self.node == driver_node)
+        self.streams_cache = bool(cache_path) and not local
+        path = cache_path if local else (node_cache or cache_path)
+        self.cache = _StreamingCache(Path(path).expanduser() if path else None, crash_after)
+
+    def info(self) -> dict[str, Any]:
+        return {"identities": self.models.identities(), "node": self.node, "host": socket.gethostname(),
+                "pid": os.getpid(), "streams_cache": self.streams_cache,
+                "cache": str(self.cache.path) if self.cache.path else None}
+
+    def run_shard(self, samples: list[Sample], per_row: bool = False):
+        """Generator (a Ray streaming method): lists of events ("row", row) / ("cache", kind, pairs) /
+        ("stats", engine stats), as they happen."""
+        events: queue.Queue = queue.Queue()
+        self.cache.sink = events if self.streams_cache else None
+
+        def work() -> None:
+            try:
+                with tempfile.TemporaryDirectory(prefix="offline-eval-shard-") as scratch:
+                    out = evaluate(samples, self.metrics, self.models, self.settings, scratch, cache=self.cache,
+                                   aggregate=self.aggregate, per_row=per_row,
+                                   on_sample=lambda row: events.put(("row", row)))
+                events.put(("stats", out.stats))
+            except BaseException as exc:  # re-raised in the generator: the driver sees a task error
+                events.put(("error", exc))
+            events.put(None)
+
+        thread = threading.Thread(target=work, name="offline-eval-shard", daemon=True)
+        thread.start()
+        finished = False
+        while not finished:
+            chunk = [events.get()]
+            while True:  # coalesce whatever else is already waiting
+                try:
+                    chunk.append(events.get_nowait())
+                except queue.Empty:
+                    break
+            if chunk[-1] is None:
+                finished = True
+                chunk.pop()
+            for event in chunk:
+                if event[0] == "error":
+                    raise event[1]
+            if chunk:
+                yield chunk
+        thread.join()
+        self.cache.sink = None
+
+
+def merge_caches(target: str | Path | ResultCache, sources: Iterable[str | Path]) -> int:
+    """Merge SQLite result caches (e.g. per-node caches copied to the driver) into ``target``;
+    entries already there are kept. Returns the number of entries added."""
+    path = target.path if isinstance(target, ResultCache) else Path(target).expanduser()
+    if path is None:
+        raise ValueError("cannot merge into an in-memory cache")
+    if not isinstance(target, ResultCache):
+        ResultCache(path).close()  # creates the table
+    db = sqlite3.connect(str(path), timeout=60, isolation_level=None)
+    try:
+        before = db.execute("SELECT COUNT(*) FROM results").fetchone()[0]
+        for source in sources:
+            source = Path(source).expanduser()
+            if source.resolve() == Path(path).resolve():
+                continue
+            db.execute("ATTACH DATABASE ? AS src", (str(source),))
+            try:
+                db.execute("BEGIN IMMEDIATE")
+                db.execute("INSERT OR IGNORE INTO results (key, kind, value) "
+                           "SELECT key, kind, value FROM src.results")
+                db.execute("COMMIT")
+            finally:
+                db.execute("DETACH DATABASE src")
+        return db.execute("SELECT COUNT(*) FROM results").fetchone()[0] - before
+    finally:
+        db.close()
+
+
+@dataclass
+class _Shard:
+    index: int
+    samples: list[Sample]
+    attempt: int = 0
+
+
+class _Scheduler:
+    """Shards waiting, shards in flight; an idle replica waits while a failing shard may come back."""
+
+    def __init__(self, shards: list[_Shard]) -> None:
+        self.pending = deque(shards)
+        self.in_flight = 0
+        self.error: BaseException | None = None
+        self.cond = threading.Condition()
+
+    def take(self) -> _Shard | None:
+        with self.cond:
+            while not self.pending and self.in_flight and self.error is None:
+                self.cond.wait()
+            if self.error is not None or not self.pending:
+                return None
+            self.in_flight += 1
+            return self.pending.popleft()
+
+    def done(self, retry: _Shard | None = None, error: BaseException | None = None) -> None:
+        with self.cond:
+            self.in_flight -= 1
+            if retry is not None:
+                self.pending.appendleft(retry)
+            if error is not None and self.error is None:
+                self.error = error
+            self.cond.notify_all()
+
+
+def _connect(address: str | None, num_cpus: int, init_kwargs: dict[str, Any] | None) -> bool:
+    """ray.init unless already connected. ``None``: $RAY_ADDRESS if set, else a private local cluster
+    on 127.0.0.1 (no dashboard, small object store); ``"local"``: always a private one; ``"auto"`` or
+    ``HOST:PORT``: an existing cluster. Returns whether we connected (and so must shut down)."""
+    import ray
+
+    if ray.is_initialized():
+        return False
+    from offline_eval.offline import enforce_offline
+
+    enforce_offline()  # RAY_USAGE_STATS_ENABLED=0 and the HF switches, inherited by local workers
+    if address is None:
+        address = os.environ.get("RAY_ADDRESS") or "local"
+    kwargs: dict[str, Any] = {"log_to_driver": False, "configure_logging": False}
+    if address == "local":
+        kwargs.update(num_cpus=num_cpus, include_dashboard=False, object_store_memory=OBJECT_STORE_BYTES,
+                      _node_ip_address="127.0.0.1")
+    else:
+        kwargs["address"] = address
+    kwargs.update(init_kwargs or {})
+    ray.init(**kwargs)
+    return True
+
+
+def _merge_stats(total: dict[str, Any], part: dict[str, Any]) -> None:
+    for name, value in part.items():
+        if isinstance(value, dict):
+            bucket = total.setdefault(name, {})
+            for kind, count in value.items():
+                bucket[kind] = bucket.get(kind, 0) + count
+        else:
+            total[name] = total.get(name, 0) + value
+
+
+def _crash_plan(crash: tuple[int, int] | None) -> tuple[int, int] | None:
+    if crash is not None:
+        return crash
+    text = os.environ.get(CRASH_ENV)
+    if not text:
+        return None
+    replica, _, batches = text.partition(":")
+    return int(replica), int(batches)
+
+
+def run_with_ray(samples: list[Sample], metrics: list[Metric], settings: EvalSettings, models: ModelSpec,
+                 output_dir: str | Path, *, cache: ResultCache | None = None, aggregate: bool = False,
+                 per_row: bool = False, progress: ProgressFactory | None = None,
+                 run_info: dict[str, Any] | None = None,
+                 on_sample: Callable[[dict[str, Any]], None] | None = None,
+                 replicas: int = 2, gpus_per_replica: float = 0, cpus_per_replica: float = 1,
+                 address: str | None = None, shard_size: int | None = None, cache_mode: str = "auto",
+                 node_cache: str | None = None, max_attempts: int = 3,
+                 ray_init_kwargs: dict[str, Any] | None = None,
+                 crash: tuple[int, int] | None = None) -> RunOutput:
+    """``runner.evaluate`` on a Ray cluster: same output files, same rows, same resume.
+
+    ``cache`` is the driver's cache (its path is shared with same-node actors, and per-node work is
+    merged into it). ``shard_size`` default: one shard per replica (the largest stages, as a single
+    process batches them). ``crash=(replica, batches)``: test-only fault injection (or
+    $OFFLINE_EVAL_RAY_CRASH_AFTER="REPLICA:BATCHES").
+    """
+    import ray
+    from ray.exceptions import ObjectLostError, RayActorError
+
+    if cache_mode not in ("auto", "shared", "per-node"):
+        raise ValueError(f"cache_mode must be auto, shared or per-node, not {cache_mode!r}")
+    replicas = max(1, int(replicas))
+    gpus = float(gpus_per_replica or 0)
+    if gpus > 1 and models.tensor_parallel_size == 1:
+        models = ModelSpec(**{**models.__dict__, "tensor_parallel_size": int(gpus)})
+    out = Path(output_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    started = datetime.now(timezone.utc).isoformat(timespec="seconds")
+    started_at = time.perf_counter()
+    owns_ray = _connect(address, max(1, math.ceil(replicas * cpus_per_replica)), ray_init_kwargs)
+    crash_plan = _crash_plan(crash)
+    cache_path = str(cache.path) if cache is not None and cache.path else None
+    driver_node = ray.get_runtime_context().get_node_id()
+    actor_class = ray.remote(ShardWorker).options(num_cpus=cpus_per_replica, num_gpus=gpus,
+                                                  max_restarts=0, max_task_retries=0)
+    generations = Counter()
+    nodes: set[str] = set()
+
+    def new_actor(replica: int):
+        first = generations[replica] == 0
+        generations[replica] += 1
+        crash_after = crash_plan[1] if crash_plan and first and crash_plan[0] == replica else None
+        actor = actor_class.remote(models, metrics, settings, aggregate, cache_mode, cache_path, node_cache,
+                                   driver_node, gpus, crash_after)
+        info = ray.get(actor.info.remote())
+        nodes.add(info["host"])
+        return actor, info
+
+    try:
+        # The actors' identities are authoritative (the driver may have no model files): all must agree.
+        first_actor, first_info = new_actor(0)
+        identities_all = first_info["identities"]
+        identities = {role: identities_all[role] for role in sorted({r for m in metrics for r in m.roles})
+                      if role in identities_all}
+        fingerprint = run_fingerprint(samples, metrics, settings, identities, aggregate)
+
+        results_path = out / RESULTS
+        done = _load_finished(out, fingerprint)
+        if not done and results_path.exists():
+            results_path.replace(out / f"results.{int(time.time())}.previous.jsonl")
+        (out / FINGERPRINT).write_text(json.dumps({"fingerprint": fingerprint, "models": identities}, indent=2))
+
+        todo = [s for s in samples if s.id not in done]
+        size = max(1, shard_size or math.ceil(len(todo) / replicas)) if todo else 1
+        shards = [_Shard(i, todo[start:start + size]) for i, start in enumerate(range(0, len(todo), size))]
+        scheduler = _Scheduler(shards)
+        events: queue.Queue = queue.Queue()
+        slots = min(replicas, len(shards))
+
+        def replica_loop(replica: int, actor: Any) -> None:
+            try:
+                while True:
+                    shard = scheduler.take()
+                    if shard is None:
+                        return
+                    delivered: set[str] = set()
+                    try:
+                        if actor is None:
+                            actor, info = new_actor(replica)
+                            if info["identities"] != identities_all:
+                                raise RuntimeError(
+                                    f"replica on {info['host']} sees other model files than the first replica "
+                                    f"({info['identities']} != {identities_all}): every node needs the same "
+                                    f"model folders at the same paths")
+                        stream = actor.run_shard.options(num_returns="streaming").remote(shard.samples, per_row)
+                        for ref in stream:
+                            chunk = ray.get(ref)
+                            for event in chunk:
+                                if event[0] == "row":
+                                    delivered.add(str(event[1]["id"]))
+                            events.put(chunk)
+                        scheduler.done()
+                    except (RayActorError, ObjectLostError) as exc:
+                        rest = [s for s in shard.samples if s.id not in delivered]
+                        if actor is not None:
+                            ray.kill(actor, no_restart=True)
+                        actor = None
+                        events.put([("retry", replica, shard.index, len(rest), type(exc).__name__)])
+                        if rest and shard.attempt + 1 >= max_attempts:
+                            scheduler.done(error=RuntimeError(
+                                f"shard {shard.index} failed {max_attempts} times; last: {exc}"))
+                            return
+                        scheduler.done(retry=_Shard(shard.index, rest, shard.attempt + 1) if rest else None)
+                    except BaseException as exc:  # a bug or bad model: stop, as a single process would
+                        scheduler.done(error=exc)
+                        return
+            finally:
+                if actor is not None:
+                    ray.kill(actor, no_restart=True)
+                events.put(None)
+
+        threads = [threading.Thread(target=replica_loop, args=(i, first_actor if i == 0 else None),
+                                    name=f"offline-eval-replica-{i}", daemon=True) for i in range(slots)]
+        if not threads:
+            ray.kill(first_actor, no_restart=True)
+        for thread in threads:
+            thread.start()
+
+        finished: dict[str, dict[str, Any]] = dict(done)
+        stats: dict[str, Any] = {}
+        retries: list[dict[str, Any]] = []
+        merged = 0
+        bar = progress("samples (ray)", len(todo)) if progress and todo else None
+        with open(results_path, "a", encoding="utf-8") as sink:
+            running = len(threads)
+            while running:
+                chunk = events.get()
+                if chunk is None:
+                    running -= 1
+                    continue
+                for event in chunk:
+                    if event[0] == "row":
+                        row = event[1]
+                        if str(row["id"]) in finished:
+                            continue
+                        sink.write(json.dumps(row, ensure_ascii=False) + "\n")
+                        finished[str(row["id"])] = row
+                        if on_sample:
+                            on_sample(row)
+                        if bar:
+                            bar.update(1)
+                    elif event[0] == "cache":
+                        if cache is not None:
+                            cache.put_many(event[1], event[2])
+                            merged += len(event[2])
+                    elif event[0] == "stats":
+                        _merge_stats(stats, event[1])
+                    elif event[0] == "retry":
+                        _, replica, index, left, why = event
+                        log.warning("replica %d died (%s) during shard %d: %d samples retried", replica, why,
+                                    index, left)
+                        retries.append({"replica": replica, "shard": index, "samples_left": left, "error": why})
+                sink.flush()
+            os.fsync(sink.fileno())
+        if bar:
+            bar.close()
+        for thread in threads:
+            thread.join()
+        if scheduler.error is not None:
+            raise scheduler.error
+    finally:
+        if owns_ray:
+            ray.shutdown()
+
+    order = {s.id: s.row for s in samples}
+    rows = sorted((finished[s.id] for s in samples if s.id in finished), key=lambda r: order[r["id"]])
+    tmp = results_path.with_suffix(".jsonl.tmp")
+    tmp.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows), encoding="utf-8")
+    tmp.replace(results_path)
+
+    names = [m.name for m in metrics]
+    summary = build_summary(rows, names + ([AGGREGATE] if aggregate else []))
+    if not stats:
+        stats = {k: {} for k in ("backend_calls", "requests", "unique_requests", "cache_hits", "computed")}
+        stats["stages"] = 0
+    summary["run"] = {**(run_info or {}), "started": started,
+                      "finished": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+                      "metrics": names + ([AGGREGATE] if aggregate else []), "n_samples": len(rows),
+                      "models": identities, "fingerprint": fingerprint, "resumed_samples": len(done),
+                      "settings": settings.fingerprint(), "engine": stats,
+                      "ray": {"replicas": slots, "gpus_per_replica": gpus, "cpus_per_replica": cpus_per_replica,
+                              "shards": len(shards), "shard_size": size, "nodes": sorted(nodes),
+                              "actors_started": sum(generations.values()), "retries": retries,
+                              "cache_mode": cache_mode, "cache_entries_merged": merged,
+                              "wall_s": round(time.perf_counter() - started_at, 3)}}
+    (out / SUMMARY).write_text(json.dumps(summary, indent=2, ensure_ascii=False), encoding="utf-8")
+    return RunOutput(out, rows, summary, stats, len(done))

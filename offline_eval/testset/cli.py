@@ -1,0 +1,222 @@
+"""``offline-eval generate``: a RAGEval-style test set from your documents, on local models.
+
+Importing this module is cheap (argparse only); the pipeline, the engine and the models are
+imported when the command runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+from offline_eval.testset import QUESTION_TYPES
+
+DEFAULT_CACHE = Path("~/.cache/offline-eval/cache.sqlite")
+
+EPILOG = """\
+examples:
+  offline-eval generate --docs docs/ --out testset.jsonl --n 50
+  offline-eval generate --docs dragonball_docs.jsonl --filter language=en --n 14 --types factual,summary \\
+      --profile cpu --out testset.jsonl
+  offline-eval run --dataset testset.jsonl --metrics completeness,hallucination,irrelevance ...
+
+Rows: id, question, ground_truth, reference_contexts (copied verbatim from the documents), keypoints,
+language, query_type, doc_ids. Model answers are cached: rerunning the same command resumes.
+"""
+
+
+def _types(text: str) -> list[str]:
+    values = [v.strip().lower().replace("-", "_") for v in text.split(",") if v.strip()]
+    bad = [v for v in values if v not in QUESTION_TYPES]
+    if bad or not values:
+        raise argparse.ArgumentTypeError(f"unknown question type(s) {', '.join(bad) or text!r}; "
+                                         f"choose from {', '.join(QUESTION_TYPES)}")
+    return list(dict.fromkeys(values))
+
+
+def _filter(text: str) -> tuple[str, str]:
+    if "=" not in text:
+        raise argparse.ArgumentTypeError(f"expected FIELD=VALUE, got '{text}'")
+    key, value = text.split("=", 1)
+    return key.strip(), value.strip()
+
+
+def _positive(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a whole number >= 1, got {text}")
+    return value
+
+
+def register(subparsers: Any) -> argparse.ArgumentParser:
+    """Add the ``generate`` subcommand."""
+    p = subparsers.add_parser(
+        "generate", help="generate a RAGEval-style test set (questions, verbatim references, key points)",
+        description="Generate question / reference / answer / key-point rows of seven types from your "
+                    "documents with a local judge model: schema -> configurations -> questions -> "
+                    "verbatim references -> refined answers -> key points.",
+        epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--docs", type=Path, required=True,
+                   help="folder of .txt/.md files, or a JSONL of {id|doc_id, text|content, language?}")
+    p.add_argument("--out", type=Path, required=True, help="test set to write (JSONL)")
+    p.add_argument("--n", type=_positive, default=100, help="questions to aim for (default 100)")
+    p.add_argument("--types", type=_types, default=list(QUESTION_TYPES),
+                   help=f"comma-separated question types (default: all of {','.join(QUESTION_TYPES)})")
+    p.add_argument("--language", choices=["en", "zh"], help="write every question in this language "
+                                                            "(default: each document's language)")
+    p.add_argument("--filter", dest="filters", type=_filter, action="append", default=[], metavar="FIELD=VALUE",
+                   help="keep only documents whose FIELD equals VALUE (repeatable), e.g. language=en")
+    p.add_argument("--max-docs", type=_positive, help="use only the first N documents")
+    p.add_argument("--synthesize-docs", action="store_true",
+                   help="write new synthetic documents from the documents' schema and ask about those "
+                        "(they are saved next to --out as <name>.docs.jsonl); default: use yours as they are")
+    p.add_argument("--num-docs", type=_positive, help="synthetic documents to write (default: as many as given, >= 2)")
+    p.add_argument("--max-doc-chars", type=_positive, default=4000,
+                   help="document text shown in one prompt; longer documents are shown in windows (default 4000)")
+    p.add_argument("--questions-per-call", type=_positive, default=4, help="questions asked per judge call (default 4)")
+    p.add_argument("--max-tokens", type=_positive, default=768, help="longest judge output, in tokens (default 768)")
+    p.add_argument("--seed", type=int, default=0, help="seed of the rule-based values of synthetic documents")
+    models = p.add_argument_group("models (as for `offline-eval run`)")
+    models.add_argument("--profile", help="gpu, cpu, starter or a manifest path (default: the first of gpu "
+                                          "(with CUDA), cpu, starter whose judge is provisioned)")
+    models.add_argument("--models-dir", type=Path, help="root of the profile's model folders")
+    models.add_argument("--judge", help="judge model folder (or base URL with --judge-backend openai)")
+    models.add_argument("--judge-backend", choices=["vllm", "transformers", "openai", "scripted"])
+    models.add_argument("--judge-model", help="served model name for --judge-backend openai")
+    models.add_argument("--device", help="cpu, cuda, cuda:0, ...")
+    models.add_argument("--batch-size", type=int, help="judge batch size")
+    models.add_argument("--judge-batch-size", type=int, help="judge batch size (overrides --batch-size)")
+    out = p.add_argument_group("output")
+    out.add_argument("--cache", type=Path, help=f"SQLite cache of model answers (default: {DEFAULT_CACHE})")
+    out.add_argument("--no-cache", action="store_true", help="keep model answers in memory only")
+    out.add_argument("--quiet", action="store_true", help="no progress bars")
+    p.set_defaults(func=cmd_generate)
+    return p
+
+
+def _auto_profile(models_dir: Path | None) -> str:
+    from offline_eval.runtime.loading import check_provisioned
+    from offline_eval.runtime.profiles import load_profile
+
+    candidates = ["cpu", "starter"]
+    try:
+        import torch
+        if torch.cuda.is_available():
+            candidates.insert(0, "gpu")
+    except ImportError:  # pragma: no cover
+        pass
+    for name in candidates:
+        if not check_provisioned(load_profile(name, models_dir), {"judge"}):
+            return name
+    return "starter"
+
+
+def _context_tokens(profile: Any) -> int | None:
+    """The judge's max_model_len from the profile, when it names one (no model is loaded)."""
+    try:
+        value = profile.role("judge").options.get("max_model_len")
+        return int(value) if value else None
+    except (KeyError, AttributeError, TypeError, ValueError):
+        return None
+
+
+def _stage_bar(description: str, total: int) -> Any:
+    from tqdm import tqdm
+    return tqdm(total=total, desc=description, unit="req", leave=False, file=sys.stderr, dynamic_ncols=True)
+
+
+def cmd_generate(args: argparse.Namespace) -> int:
+    from offline_eval.engine.cache import ResultCache
+    from offline_eval.engine.executor import Engine
+    from offline_eval.retrieval.corpus import load_corpus
+    from offline_eval.runtime.loading import check_provisioned, model_set_from_profile
+    from offline_eval.runtime.profiles import load_profile
+    from offline_eval.testset.pipeline import GenerateOptions, generate_testset, source_docs
+
+    documents = load_corpus(args.docs, filters=dict(args.filters) or None)
+    if args.max_docs:
+        documents = documents[: args.max_docs]
+    docs = source_docs(documents)
+    if not docs:
+        print("offline-eval generate: no documents to generate from", file=sys.stderr)
+        return 2
+
+    profile = load_profile(args.profile or _auto_profile(args.models_dir), args.models_dir).with_overrides(
+        judge_path=args.judge, judge_backend=args.judge_backend, judge_model=args.judge_model)
+    problems = check_provisioned(profile, {"judge"})
+    if problems:
+        for problem in problems:
+            print(f"offline-eval: {problem}", file=sys.stderr)
+        return 2
+    models = model_set_from_profile(profile, device=args.device, batch_size=args.batch_size,
+                                    judge_batch_size=args.judge_batch_size, roles={"judge"})
+    cache_path = None if args.no_cache else (args.cache or Path(
+        os.environ.get("OFFLINE_EVAL_CACHE", DEFAULT_CACHE)).expanduser())
+    cache = ResultCache(cache_path)
+    if profile.starter:
+        print("offline-eval: starter profile: the test set only shows that the pipeline runs; use the cpu "
+              "or gpu profile for a real one", file=sys.stderr)
+
+    options = GenerateOptions(n=args.n, types=tuple(args.types), language=args.language,
+                              synthesize_docs=args.synthesize_docs, num_docs=args.num_docs,
+                              max_doc_chars=args.max_doc_chars, questions_per_call=args.questions_per_call,
+                              max_tokens=args.max_tokens, seed=args.seed,
+                              context_tokens=_context_tokens(profile))
+    engine = Engine(models, cache, progress=None if args.quiet else _stage_bar)
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    bar: list[Any] = []
+
+    def on_plan(total: int) -> None:
+        if not args.quiet:
+            from tqdm import tqdm
+            bar.append(tqdm(total=total, desc="question sets", unit="set", file=sys.stderr, dynamic_ncols=True))
+
+    with open(args.out, "w", encoding="utf-8") as sink:
+        def on_row(row: dict[str, Any]) -> None:
+            sink.write(json.dumps(row, ensure_ascii=False) + "\n")
+            sink.flush()
+
+        try:
+            result = generate_testset(docs, engine, options, on_row=on_row, on_plan=on_plan,
+                                      on_task=lambda: bar[0].update(1) if bar else None)
+        finally:
+            if bar:
+                bar[0].close()
+            cache.close()
+
+    for message in result.messages:
+        print(f"offline-eval generate: {message}", file=sys.stderr)
+    if options.synthesize_docs:
+        docs_path = args.out.with_name(args.out.stem + ".docs.jsonl")
+        with open(docs_path, "w", encoding="utf-8") as handle:
+            for d in result.documents:
+                handle.write(json.dumps({"id": d.id, "text": d.text, "language": d.language, "domain": d.kind},
+                                        ensure_ascii=False) + "\n")
+        print(f"synthetic documents: {docs_path}", file=sys.stderr)
+    _print_report(result, options, args.out)
+    return 0 if result.rows else 1
+
+
+def _print_report(result: Any, options: Any, out: Path) -> None:
+    from collections import Counter
+
+    by_type = Counter(row["query_type"] for row in result.rows)
+    print(f"wrote {len(result.rows)} of {options.n} requested rows to {out}")
+    for qtype in options.types:
+        print(f"  {qtype:<14} {by_type.get(qtype, 0)}")
+    not_verbatim = result.drops.get("reference_not_verbatim", 0)
+    print(f"references dropped as not verbatim in their document: {not_verbatim}")
+    others = {k: v for k, v in sorted(result.drops.items()) if k != "reference_not_verbatim"}
+    if others:
+        print("dropped or noted: " + ", ".join(f"{k}={v}" for k, v in others.items()))
+
+
+if __name__ == "__main__":  # pragma: no cover
+    parser = argparse.ArgumentParser(prog="offline-eval")
+    register(parser.add_subparsers(dest="command"))
+    parsed = parser.parse_args()
+    sys.exit(parsed.func(parsed))
