@@ -20,7 +20,7 @@ if ! command -v chromium >/dev/null 2>&1 && [[ $(id -u) == 0 ]] && command -v ap
   (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null) \
     || echo "scripts/test.sh: chromium could not be installed; the browser test will be skipped" >&2
 fi
-if unshare -n true 2>/dev/null; then
+if command -v ip >/dev/null 2>&1 && unshare -n true 2>/dev/null; then
   exec unshare -n sh -c 'ip link set lo up 2>/dev/null || true; exec .venv/bin/python -m pytest -q "$@"' sh "$@"
 fi
 echo "scripts/test.sh: no network namespace available; running with the machine's network" >&2

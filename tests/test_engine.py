@@ -185,3 +185,16 @@ def test_kill_9_then_rerun_finishes_identically_without_redoing_work(tiny_profil
     computed_ref = sum(reference["run"]["engine"]["computed"].values())
     computed_resumed = sum(resumed["run"]["engine"]["computed"].values())
     assert computed_resumed == computed_ref - cached
+
+
+def test_a_rejected_request_unscores_its_task_only(tmp_path):
+    samples = _samples(6)
+    script = {**SCRIPT, "generate": [{"match": "Answer: Staff may work", "error": "prompt too long"},
+                                     *SCRIPT["generate"]]}
+    metrics, _ = resolve_metrics(["faithfulness"])
+    judge = ScriptedJudge(script=script, batch_size=4)
+    out = evaluate(samples, metrics, models(judge), EvalSettings(), tmp_path / "r")
+    reasons = [r["scores"]["faithfulness"].get("reason") for r in out.results]
+    assert reasons[0] == "request_failed"
+    assert "prompt too long" in out.results[0]["scores"]["faithfulness"]["explanation"]
+    assert all(r is None for r in reasons[1:])

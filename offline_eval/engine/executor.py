@@ -26,6 +26,13 @@ BACKEND_METHOD = {"generate": "generate", "options": "score_options", "classify"
                   "embed": "embed"}
 
 
+@dataclass(frozen=True)
+class RequestFailed:
+    """A request its backend rejected; the task that asked for it is unscored with this message."""
+
+    message: str
+
+
 class ModelProvider(Protocol):
     """Gives the backend serving a role ("judge", "verifier", "embedder"), loading it on first use.
 
@@ -44,7 +51,7 @@ class Task:
     generator: Any = None
     pending: list[Request] | None = None
     single: bool = False  # the task yielded one request rather than a list
-    result: Score | None = None
+    result: Any = None  # a metric's Score; other tasks (answering, test-set stages) return any value
 
 
 @dataclass
@@ -90,7 +97,12 @@ class Engine:
             still: list[Task] = []
             for task in live:
                 answers = [results[self._key(r)] for r in task.pending or ()]
-                self._advance(task, answers[0] if task.single else answers)
+                failed = next((a for a in answers if isinstance(a, RequestFailed)), None)
+                if failed is not None:
+                    task.generator.close()
+                    task.result, task.pending = Score.unscored("request_failed", failed.message), None
+                else:
+                    self._advance(task, answers[0] if task.single else answers)
                 if task.result is None:
                     still.append(task)
                 elif on_done:
@@ -110,8 +122,8 @@ class Engine:
                 yielded = task.generator.send(value)
         except StopIteration as stop:
             task.result, task.pending = stop.value, None
-            if not isinstance(task.result, Score):
-                task.result = Score.unscored("error:no_score", f"metric returned {type(stop.value)!r}")
+            if task.result is None:
+                task.result = Score.unscored("error:no_result", "the task returned nothing")
             return
         except Exception as exc:  # a bug or bad row must not take the whole run down
             log.warning("task %s failed: %s", task.key, exc)
@@ -163,7 +175,17 @@ class Engine:
         try:
             for start in range(0, len(items), batch_size):
                 batch = items[start:start + batch_size]
-                results = method([request for _, request in batch])
+                try:
+                    results = method([request for _, request in batch])
+                except ValueError as exc:  # a request the backend rejects (e.g. a prompt too long)
+                    if len(batch) == 1:
+                        out[batch[0][0]] = RequestFailed(f"{role} backend rejected the request: {exc}")
+                        continue
+                    log.warning("%s batch failed (%s); retrying its requests one by one", kind, exc)
+                    out.update(self._one_by_one(method, kind, role, batch))
+                    if bar:
+                        bar.update(len(batch))
+                    continue
                 if len(results) != len(batch):
                     raise RuntimeError(f"{role} backend returned {len(results)} results for "
                                        f"{len(batch)} {kind} requests")
@@ -177,4 +199,20 @@ class Engine:
         finally:
             if bar:
                 bar.close()
+        return out
+
+    def _one_by_one(self, method: Any, kind: str, role: str, batch: list[tuple[str, Request]]) -> dict[str, Any]:
+        """Retry a failed batch request by request; the rejected ones become RequestFailed (not cached)."""
+        out: dict[str, Any] = {}
+        for key, request in batch:
+            try:
+                [result] = method([request])
+            except ValueError as exc:
+                out[key] = RequestFailed(f"{role} backend rejected the request: {exc}")
+                continue
+            self.stats.backend_calls[kind] += 1
+            self.stats.computed[kind] += 1
+            result = to_jsonable(result)
+            self.cache.put_many(kind, [(key, result)])
+            out[key] = result
         return out

@@ -44,6 +44,8 @@ class ScriptedJudge:
     def _respond(self, text: str) -> str:
         for rule in self.generate_rules:
             if rule.get("match", "") in text:
+                if "error" in rule:  # the backend rejects this prompt, as a real one rejects a too-long one
+                    raise ValueError(rule["error"])
                 response = rule["response"]
                 return response(text) if callable(response) else response
         default = self.default_response
