@@ -13,6 +13,7 @@ underscores); flags given on the command line win.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import importlib
 import logging
 import os
@@ -231,6 +232,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     cache = ResultCache(cache_path)
     starter_note = ("starter profile: these scores only show that the pipeline runs; "
                     "use the cpu or gpu profile for real evaluations")
+    if not roles:  # model-free metrics only: no profile's models are involved
+        profile = dataclasses.replace(profile, starter=False)
     if profile.starter:
         print(f"offline-eval: {starter_note}", file=sys.stderr)
     run_info = {"dataset": str(args.dataset), "profile": profile.name, "starter": profile.starter,

@@ -248,7 +248,7 @@ def _sample(**fields: Any) -> Sample:
 
 def test_metric_class_contract() -> None:
     names = [m.name for m in METRICS]
-    assert names == ["retrieval_recall", "retrieval_precision", "eir", "rouge_l"]
+    assert names == ["retrieval_recall", "retrieval_precision", "retrieval_precision_v1", "eir", "rouge_l"]
     for cls in METRICS:
         assert issubclass(cls, Metric)
         assert cls.roles == frozenset()
@@ -304,3 +304,9 @@ def test_metric_language_detected_when_absent() -> None:
     assert rouge.value == pytest.approx(rouge_l("我爱北京", "我爱上海", "zh"))
     eir_score = EIR().score(sample, None)
     assert eir_score.value == 1.0 and eir_score.metadata["language"] == "zh"
+
+
+def test_precision_ignores_a_metadata_header() -> None:
+    refs = ["Revenue rose 5% in 2021."]
+    chunks = ["(Company Type: Retail) Revenue rose 5% in 2021.", "Costs fell."]
+    assert retrieval_precision(refs, chunks, "en") == 0.5

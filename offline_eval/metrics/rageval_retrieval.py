@@ -101,7 +101,8 @@ def retrieval_precision(references: list[str], retrieved: list[str], language: s
     chunks; the default 5 is the reference's ``Precision(topk=5)``.
 
     ``variant="chunk"`` (default) is the definition above: the reference's current code (commit
-    c321e81, ``exist_match(retrieve, ground_truths)``). ``variant="rageval_v1"`` reproduces the
+    c321e81, ``exist_match(retrieve, ground_truths)``), except that a leading "(...)" metadata
+    header is stripped from each chunk first, as for EIR. ``variant="rageval_v1"`` reproduces the
     earlier code (commit 493e22a) that produced RAGEval's published numbers and the parity
     fixture: it calls ``exist_match(ground_truths, retrieves)`` once per chunk, ignoring the
     chunk, so the value is 1.0 when every sentence of the (space-joined) references occurs in some
@@ -120,7 +121,9 @@ def retrieval_precision(references: list[str], retrieved: list[str], language: s
     if variant != "chunk":
         raise ValueError(f"unknown retrieval_precision variant {variant!r}")
     lang = normalize_language(language, " ".join(chunks))
-    relevant = sum(_all_sentences_found(chunk, refs, lang) for chunk in chunks)
+    # A leading "(Company Type: ...)" metadata header is not retrieved content: like EIR, judge the
+    # chunk without it (the reference's current code keeps it, so no chunk with a header can count).
+    relevant = sum(_all_sentences_found(strip_metadata_prefix(chunk), refs, lang) for chunk in chunks)
     return relevant / len(chunks)
 
 
@@ -340,4 +343,19 @@ class RougeL(Metric):
         return Score(value=rouge_l(answer, truth, lang), metadata={"language": lang})
 
 
-METRICS = [RetrievalRecall, RetrievalPrecision, EIR, RougeL]
+class RetrievalPrecisionV1(RetrievalPrecision):
+    """RAGEval's earlier precision code (commit 493e22a), kept to reproduce published numbers.
+
+    That code ignores the chunk it loops over: 1.0 when every reference sentence occurs in some
+    retrieved chunk, else 0.0. Use ``retrieval_precision`` for the documented definition.
+    """
+
+    name: ClassVar[str] = "retrieval_precision_v1"
+    description: ClassVar[str] = ("RAGEval's earlier precision code (all references found -> 1.0), for "
+                                  "reproducing published numbers")
+
+    def __init__(self, top_k: int | None = PRECISION_TOP_K) -> None:
+        super().__init__(top_k=top_k, variant="rageval_v1")
+
+
+METRICS = [RetrievalRecall, RetrievalPrecision, RetrievalPrecisionV1, EIR, RougeL]
