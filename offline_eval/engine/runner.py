@@ -103,7 +103,10 @@ def evaluate(samples: list[Sample], metrics: list[Metric], models: ModelSet, set
 
         def finish(task: Task) -> None:
             index, name = task.key
-            pending_scores.setdefault(index, {})[name] = task.result
+            result = task.result
+            if not isinstance(result, Score):
+                result = Score.unscored("error:no_score", f"metric {name} returned {type(result).__name__}")
+            pending_scores.setdefault(index, {})[name] = result
             if len(pending_scores[index]) == len(names):
                 done_scores = pending_scores.pop(index)
                 scores = {n: done_scores[n] for n in names}

@@ -81,8 +81,21 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--compare-k", type=int, default=None,
                         help="k at which pairwise tests are printed (default 5, or the largest k)")
     parser.add_argument("--answer", action="store_true",
-                        help="also write per-retriever evaluation datasets (question/contexts/"
-                             "ground_truth/reference_contexts) for `offline-eval run`")
+                        help="end-to-end mode: the judge answers each query from each retriever's top-k "
+                             "chunks and the answers are scored (--answer-metrics)")
+    e2e = parser.add_argument_group("end-to-end mode (--answer)")
+    e2e.add_argument("--answer-metrics", default="completeness,hallucination,faithfulness",
+                     help="metrics scored on the answers (default completeness,hallucination,faithfulness)")
+    e2e.add_argument("--answer-limit", type=int, default=None, help="answer only the first N queries")
+    e2e.add_argument("--profile", default=None, help="model profile for the judge (default: as `run`)")
+    e2e.add_argument("--models-dir", type=Path, default=None)
+    e2e.add_argument("--judge", default=None, help="judge model folder (or URL with --judge-backend openai)")
+    e2e.add_argument("--judge-backend", choices=["vllm", "transformers", "openai", "scripted"], default=None)
+    e2e.add_argument("--judge-model", default=None)
+    e2e.add_argument("--judge-batch-size", type=int, default=None)
+    e2e.add_argument("--verifier", choices=["hhem", "judge"], default=None)
+    e2e.add_argument("--max-tokens", type=int, default=256, help="longest judge output (default 256)")
+    e2e.add_argument("--cache", type=Path, default=None, help="SQLite cache of model answers")
     parser.add_argument("--output", type=Path, default=Path("retrieval-results"),
                         help="output folder: tables, per-query file, plot, indexes, caches")
     parser.add_argument("--no-progress", action="store_true", help="no progress bars")
@@ -108,6 +121,41 @@ def run(args: argparse.Namespace) -> int:
     print()
     for label, path in result.files.items():
         print(f"{label}: {path}")
+    if args.answer:
+        return _end_to_end(args)
+    return 0
+
+
+def _end_to_end(args: argparse.Namespace) -> int:
+    """Answer with the judge from every retriever's chunks and score the answers."""
+    import os
+
+    from offline_eval.cli import DEFAULT_CACHE, _auto_profile
+    from offline_eval.engine.cache import ResultCache
+    from offline_eval.metrics.settings import EvalSettings
+    from offline_eval.retrieval.answering import format_answer_table, run_end_to_end
+    from offline_eval.runtime.loading import check_provisioned, model_set_from_profile
+    from offline_eval.runtime.profiles import load_profile
+
+    profile = load_profile(args.profile or _auto_profile(args.models_dir), args.models_dir).with_overrides(
+        judge_path=args.judge, judge_backend=args.judge_backend, verifier=args.verifier,
+        judge_model=args.judge_model)
+    problems = check_provisioned(profile, {"judge", "verifier"})
+    if problems:
+        for problem in problems:
+            print(f"offline-eval retrieval: {problem}", file=sys.stderr)
+        return 2
+    settings = EvalSettings(verifier="judge" if profile.verifier_is_judge else "hhem",
+                            max_tokens=args.max_tokens)
+    models = model_set_from_profile(profile, device=args.device, batch_size=None,
+                                    judge_batch_size=args.judge_batch_size, roles={"judge", "verifier"})
+    cache = ResultCache(args.cache or Path(os.environ.get("OFFLINE_EVAL_CACHE", DEFAULT_CACHE)).expanduser())
+    names = [n.strip() for n in args.answer_metrics.split(",") if n.strip()]
+    table = run_end_to_end(args.output / "answer", args.output, models, settings, metric_names=names,
+                           cache=cache, limit=args.answer_limit)
+    print()
+    print(format_answer_table(table, [n for n in names if n in table[0]]))
+    print(f"answer results: {args.output / 'answer_results.csv'}")
     return 0
 
 
