@@ -25,7 +25,7 @@ from typing import Any
 from offline_eval import __version__
 
 SUBCOMMAND_MODULES = ("offline_eval.runtime.models_cli", "offline_eval.retrieval.cli",
-                      "offline_eval.report.cli", "offline_eval.testset.cli")
+                      "offline_eval.report.cli", "offline_eval.testset.cli", "offline_eval.agreement_cli")
 
 DEFAULT_CACHE = Path("~/.cache/offline-eval/cache.sqlite")
 
@@ -144,20 +144,8 @@ def _merge_config(args: argparse.Namespace, parser: argparse.ArgumentParser) -> 
 
 
 def _auto_profile(models_dir: Path | None) -> str:
-    from offline_eval.runtime.loading import check_provisioned
-    from offline_eval.runtime.profiles import load_profile
-
-    candidates = ["cpu", "starter"]
-    try:
-        import torch
-        if torch.cuda.is_available():
-            candidates.insert(0, "gpu")
-    except ImportError:  # pragma: no cover
-        pass
-    for name in candidates:
-        if not check_provisioned(load_profile(name, models_dir), {"judge", "verifier", "embedder"}):
-            return name
-    return "starter"
+    from offline_eval.runtime.loading import auto_profile
+    return auto_profile(models_dir)
 
 
 def _load_rubrics(path: Path) -> dict[str, dict[int, str]]:

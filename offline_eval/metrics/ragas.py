@@ -255,6 +255,17 @@ class AnswerSimilarity(SampleMetric):
         return Score(max(0.0, float(np.dot(vectors[0], vectors[1]))))
 
 
+def answer_and_reference_claims(sample: Sample, lang: str, ctx: EvalSettings):
+    """Claims of the answer and of the reference, in one stage; or the unscored Score."""
+    answer_claims, reference_claims = yield from parallel(
+        extract_claims(sample.answer, sample.question, lang, ctx),
+        extract_claims(sample.ground_truth, sample.question, lang, ctx))
+    for got in (answer_claims, reference_claims):
+        if got.value is None:
+            return Score.unscored("judge_unparseable", got.problem or "", raw=got.raw)
+    return answer_claims.value, reference_claims.value
+
+
 def f1_from_counts(tp: int, fp: int, fn: int) -> float:
     return tp / (tp + 0.5 * (fp + fn)) if tp + fp + fn else 0.0
 
@@ -266,13 +277,10 @@ class AnswerCorrectness(SampleMetric):
     description = "weighted claim-level F1 against the reference plus answer similarity"
 
     def compute(self, sample, ctx, lang):
-        answer_claims, reference_claims = yield from parallel(
-            extract_claims(sample.answer, sample.question, lang, ctx),
-            extract_claims(sample.ground_truth, sample.question, lang, ctx))
-        for got in (answer_claims, reference_claims):
-            if got.value is None:
-                return Score.unscored("judge_unparseable", got.problem or "", raw=got.raw)
-        a, g = answer_claims.value, reference_claims.value
+        claims = yield from answer_and_reference_claims(sample, lang, ctx)
+        if isinstance(claims, Score):
+            return claims
+        a, g = claims
         if not a and not g:
             return Score.unscored("no_claims", "neither the answer nor the reference makes a claim")
         in_reference, in_answer, vectors = yield from parallel(
@@ -337,13 +345,10 @@ class NoiseSensitivityRelevant(SampleMetric):
     chunk_kind: ClassVar[str] = "relevant"
 
     def compute(self, sample, ctx, lang):
-        answer_claims, reference_claims = yield from parallel(
-            extract_claims(sample.answer, sample.question, lang, ctx),
-            extract_claims(sample.ground_truth, sample.question, lang, ctx))
-        for got in (answer_claims, reference_claims):
-            if got.value is None:
-                return Score.unscored("judge_unparseable", got.problem or "", raw=got.raw)
-        a, g = answer_claims.value, reference_claims.value
+        claims = yield from answer_and_reference_claims(sample, lang, ctx)
+        if isinstance(claims, Score):
+            return claims
+        a, g = claims
         if not a:
             return Score.unscored("no_claims", "the answer makes no factual claim")
         chunks = list(sample.contexts)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
 from offline_eval.engine.models import ModelSet, folder_fingerprint
@@ -63,3 +64,20 @@ def check_provisioned(profile: Profile, roles: set[str]) -> list[str]:
             if problem:
                 problems.append(problem)
     return problems
+
+
+def auto_profile(models_dir: Path | None, roles: set[str] | None = None) -> str:
+    """The first built-in profile whose folders for ``roles`` exist: gpu (with CUDA), cpu, starter."""
+    from offline_eval.runtime.profiles import load_profile
+
+    candidates = ["cpu", "starter"]
+    try:
+        import torch
+        if torch.cuda.is_available():
+            candidates.insert(0, "gpu")
+    except ImportError:  # pragma: no cover
+        pass
+    for name in candidates:
+        if not check_provisioned(load_profile(name, models_dir), roles or {"judge", "verifier", "embedder"}):
+            return name
+    return "starter"

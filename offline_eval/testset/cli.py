@@ -99,20 +99,8 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
 
 
 def _auto_profile(models_dir: Path | None) -> str:
-    from offline_eval.runtime.loading import check_provisioned
-    from offline_eval.runtime.profiles import load_profile
-
-    candidates = ["cpu", "starter"]
-    try:
-        import torch
-        if torch.cuda.is_available():
-            candidates.insert(0, "gpu")
-    except ImportError:  # pragma: no cover
-        pass
-    for name in candidates:
-        if not check_provisioned(load_profile(name, models_dir), {"judge"}):
-            return name
-    return "starter"
+    from offline_eval.runtime.loading import auto_profile
+    return auto_profile(models_dir, {"judge"})
 
 
 def _context_tokens(profile: Any) -> int | None:
