@@ -47,7 +47,7 @@ from offline_eval.engine.cache import ResultCache
 from offline_eval.engine.executor import ProgressFactory
 from offline_eval.engine.models import ModelSet
 from offline_eval.engine.runner import (
-    FINGERPRINT, RESULTS, SUMMARY, RunOutput, _load_finished, build_summary, evaluate, run_fingerprint,
+    RESULTS, RunOutput, close_run, evaluate, open_run, run_fingerprint,
 )
 from offline_eval.metrics import AGGREGATE
 from offline_eval.metrics.base import Metric
@@ -394,10 +394,7 @@ def run_with_ray(samples: list[Sample], metrics: list[Metric], settings: EvalSet
         fingerprint = run_fingerprint(samples, metrics, settings, identities, aggregate)
 
         results_path = out / RESULTS
-        done = _load_finished(out, fingerprint)
-        if not done and results_path.exists():
-            results_path.replace(out / f"results.{int(time.time())}.previous.jsonl")
-        (out / FINGERPRINT).write_text(json.dumps({"fingerprint": fingerprint, "models": identities}, indent=2))
+        done = open_run(out, fingerprint, identities)
 
         todo = [s for s in samples if s.id not in done]
         size = max(1, shard_size or math.ceil(len(todo) / replicas)) if todo else 1
@@ -501,26 +498,15 @@ def run_with_ray(samples: list[Sample], metrics: list[Metric], settings: EvalSet
         if owns_ray:
             ray.shutdown()
 
-    order = {s.id: s.row for s in samples}
-    rows = sorted((finished[s.id] for s in samples if s.id in finished), key=lambda r: order[r["id"]])
-    tmp = results_path.with_suffix(".jsonl.tmp")
-    tmp.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows), encoding="utf-8")
-    tmp.replace(results_path)
-
-    names = [m.name for m in metrics]
-    summary = build_summary(rows, names + ([AGGREGATE] if aggregate else []))
+    names = [m.name for m in metrics] + ([AGGREGATE] if aggregate else [])
     if not stats:
         stats = {k: {} for k in ("backend_calls", "requests", "unique_requests", "cache_hits", "computed")}
         stats["stages"] = 0
-    summary["run"] = {**(run_info or {}), "started": started,
-                      "finished": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-                      "metrics": names + ([AGGREGATE] if aggregate else []), "n_samples": len(rows),
-                      "models": identities, "fingerprint": fingerprint, "resumed_samples": len(done),
-                      "settings": settings.fingerprint(), "engine": stats,
-                      "ray": {"replicas": slots, "gpus_per_replica": gpus, "cpus_per_replica": cpus_per_replica,
-                              "shards": len(shards), "shard_size": size, "nodes": sorted(nodes),
-                              "actors_started": sum(generations.values()), "retries": retries,
-                              "cache_mode": cache_mode, "cache_entries_merged": merged,
-                              "wall_s": round(time.perf_counter() - started_at, 3)}}
-    (out / SUMMARY).write_text(json.dumps(summary, indent=2, ensure_ascii=False), encoding="utf-8")
-    return RunOutput(out, rows, summary, stats, len(done))
+    return close_run(out, samples, finished, names, {
+        **(run_info or {}), "started": started, "models": identities, "fingerprint": fingerprint,
+        "resumed_samples": len(done), "settings": settings.fingerprint(), "engine": stats,
+        "ray": {"replicas": slots, "gpus_per_replica": gpus, "cpus_per_replica": cpus_per_replica,
+                "shards": len(shards), "shard_size": size, "nodes": sorted(nodes),
+                "actors_started": sum(generations.values()), "retries": retries,
+                "cache_mode": cache_mode, "cache_entries_merged": merged,
+                "wall_s": round(time.perf_counter() - started_at, 3)}}, stats, len(done))

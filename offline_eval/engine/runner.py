@@ -88,10 +88,7 @@ def evaluate(samples: list[Sample], metrics: list[Metric], models: ModelSet, set
     fingerprint = run_fingerprint(samples, metrics, settings, identities, aggregate)
 
     results_path = out / RESULTS
-    done = _load_finished(out, fingerprint)
-    if not done and results_path.exists():
-        results_path.replace(out / f"results.{int(time.time())}.previous.jsonl")
-    (out / FINGERPRINT).write_text(json.dumps({"fingerprint": fingerprint, "models": identities}, indent=2))
+    done = open_run(out, fingerprint, identities)
 
     todo = [s for s in samples if s.id not in done]
     engine = Engine(models, cache, progress=progress)
@@ -130,20 +127,39 @@ def evaluate(samples: list[Sample], metrics: list[Metric], models: ModelSet, set
             engine.run(tasks_for(range(len(todo))), on_done=finish)
         os.fsync(sink.fileno())
 
+    return close_run(out, samples, finished, names + ([AGGREGATE] if aggregate else []), {
+        **(run_info or {}), "started": started, "models": identities, "fingerprint": fingerprint,
+        "resumed_samples": len(done), "settings": settings.fingerprint(), "engine": engine.stats.to_dict()},
+        engine.stats.to_dict(), len(done))
+
+
+def open_run(out: Path, fingerprint: str, identities: dict[str, str]) -> dict[str, dict[str, Any]]:
+    """Start or resume a run folder: the rows an earlier run of this fingerprint finished.
+
+    Results of a run with another fingerprint are set aside (renamed), never mixed in.
+    """
+    done = _load_finished(out, fingerprint)
+    results_path = out / RESULTS
+    if not done and results_path.exists():
+        results_path.replace(out / f"results.{int(time.time())}.previous.jsonl")
+    (out / FINGERPRINT).write_text(json.dumps({"fingerprint": fingerprint, "models": identities}, indent=2))
+    return done
+
+
+def close_run(out: Path, samples: list[Sample], finished: dict[str, dict[str, Any]], names: list[str],
+              run_info: dict[str, Any], stats: dict[str, Any], resumed: int) -> RunOutput:
+    """Rewrite results.jsonl in dataset order and write summary.json."""
     order = {s.id: s.row for s in samples}
     rows = sorted((finished[s.id] for s in samples if s.id in finished), key=lambda r: order[r["id"]])
+    results_path = out / RESULTS
     tmp = results_path.with_suffix(".jsonl.tmp")
     tmp.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows), encoding="utf-8")
     tmp.replace(results_path)
-
-    summary = build_summary(rows, names + ([AGGREGATE] if aggregate else []))
-    summary["run"] = {**(run_info or {}), "started": started,
-                      "finished": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-                      "metrics": names + ([AGGREGATE] if aggregate else []), "n_samples": len(rows),
-                      "models": identities, "fingerprint": fingerprint, "resumed_samples": len(done),
-                      "settings": settings.fingerprint(), "engine": engine.stats.to_dict()}
+    summary = build_summary(rows, names)
+    summary["run"] = {**run_info, "finished": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+                      "metrics": names, "n_samples": len(rows)}
     (out / SUMMARY).write_text(json.dumps(summary, indent=2, ensure_ascii=False), encoding="utf-8")
-    return RunOutput(out, rows, summary, engine.stats.to_dict(), len(done))
+    return RunOutput(out, rows, summary, stats, resumed)
 
 
 def _start(metric: Metric, sample: Sample, settings: EvalSettings):

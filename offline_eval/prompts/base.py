@@ -51,8 +51,9 @@ def register(prompt: Prompt) -> Prompt:
 
 
 def get_prompt(name: str) -> Prompt:
-    if not _REGISTRY:
-        from offline_eval.prompts import ragas  # noqa: F401  (registers on import)
+    if not _REGISTRY:  # the prompt modules register their prompts on import
+        import offline_eval.prompts.ragas  # noqa: F401
+        import offline_eval.prompts.rageval  # noqa: F401,E501
     try:
         return _REGISTRY[name]
     except KeyError:

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from offline_eval.report._run import (
-    RunData, fmt_num, load_run, lower_is_better, sample_id, sample_of, score_value, text_of,
+    RunData, load_run, lower_is_better, sample_id, sample_of, score_value, text_of,
 )
 
 __all__ = ["SampleDelta", "MetricComparison", "Comparison", "compare_runs", "regression_failures",

@@ -1,0 +1,228 @@
+"""Agreement of a metric with human labels: are the numbers trustworthy?
+
+Pure functions over scores and labels, no model and no scipy/sklearn:
+
+* :func:`agreement_pointwise` -- balanced accuracy (metric thresholded), ROC AUC (Mann-Whitney, via
+  average ranks) and Spearman's rho (Pearson on average ranks, ties handled), each with a stratified
+  percentile-bootstrap 95% interval;
+* :func:`agreement_pairwise` -- the share of pairs in which the metric prefers the item the human
+  preferred (the WikiEval protocol of the Ragas paper), ties split by a seeded coin, with a bootstrap
+  interval over pairs.
+
+Every random draw uses a fixed seed, so the same inputs always give the same numbers.
+:mod:`offline_eval.agreement.scoring` scores a labelled dataset with the engine and feeds these.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any, Sequence
+
+import numpy as np
+
+from offline_eval.stats import DEFAULT_RESAMPLES, DEFAULT_SEED
+
+__all__ = [
+    "Interval", "PointwiseAgreement", "PairwiseAgreement", "rankdata", "roc_auc", "spearman",
+    "balanced_accuracy", "agreement_pointwise", "agreement_pairwise",
+]
+
+
+def rankdata(values: Sequence[float]) -> np.ndarray:
+    """1-based ranks with ties given the average of the ranks they span (scipy's "average")."""
+    x = np.asarray(values, dtype=float)
+    n = x.size
+    if n == 0:
+        return np.zeros(0)
+    order = np.argsort(x, kind="mergesort")
+    sorted_x = x[order]
+    # Boundaries of runs of equal values in the sorted order.
+    starts = np.r_[0, np.flatnonzero(sorted_x[1:] != sorted_x[:-1]) + 1]
+    ends = np.r_[starts[1:], n]
+    avg = (starts + ends + 1) / 2.0  # mean of 1-based ranks start+1 .. end
+    ranks = np.empty(n)
+    ranks[order] = np.repeat(avg, ends - starts)
+    return ranks
+
+
+def roc_auc(scores: Sequence[float], labels: Sequence[float]) -> float | None:
+    """Area under the ROC curve of ``scores`` for binary ``labels`` (1 = positive).
+
+    Computed as the Mann-Whitney U statistic from average ranks, so a tie between a positive and a
+    negative counts one half. None when either class is empty.
+    """
+    s = np.asarray(scores, dtype=float)
+    y = np.asarray(labels, dtype=float)
+    pos = y == 1
+    n_pos, n_neg = int(pos.sum()), int((~pos).sum())
+    if n_pos == 0 or n_neg == 0:
+        return None
+    ranks = rankdata(s)
+    u = ranks[pos].sum() - n_pos * (n_pos + 1) / 2.0
+    return float(u / (n_pos * n_neg))
+
+
+def spearman(x: Sequence[float], y: Sequence[float]) -> float | None:
+    """Spearman's rank correlation with average ranks for ties; None when either side is constant
+    or there are fewer than two items."""
+    a, b = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
+    if a.size != b.size:
+        raise ValueError("spearman needs two sequences of the same length")
+    if a.size < 2:
+        return None
+    ra, rb = rankdata(a), rankdata(b)
+    ra, rb = ra - ra.mean(), rb - rb.mean()
+    denom = math.sqrt(float((ra * ra).sum()) * float((rb * rb).sum()))
+    if denom == 0.0:
+        return None
+    return float((ra * rb).sum() / denom)
+
+
+def balanced_accuracy(scores: Sequence[float], labels: Sequence[float], threshold: float = 0.5) -> float | None:
+    """Mean of the true-positive and true-negative rates, predicting positive when score >= threshold.
+
+    None when either class is empty.
+    """
+    s = np.asarray(scores, dtype=float)
+    y = np.asarray(labels, dtype=float) == 1
+    if y.all() or (~y).all():
+        return None
+    pred = s >= threshold
+    tpr = float(pred[y].mean())
+    tnr = float((~pred[~y]).mean())
+    return (tpr + tnr) / 2.0
+
+
+@dataclass
+class Interval:
+    """A statistic with its percentile-bootstrap interval (None where undefined)."""
+
+    value: float | None
+    ci95: tuple[float, float] | None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"value": self.value, "ci95": list(self.ci95) if self.ci95 else None}
+
+
+@dataclass
+class PointwiseAgreement:
+    n: int
+    n_positive: int
+    n_negative: int
+    threshold: float
+    balanced_accuracy: Interval
+    roc_auc: Interval
+    spearman: Interval
+    binary: bool  # labels are all 0/1 (balanced accuracy and AUC need that)
+    confusion: dict[str, int] = field(default_factory=dict)  # tp, fp, tn, fn at the threshold
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"protocol": "pointwise", "n": self.n, "n_positive": self.n_positive,
+                "n_negative": self.n_negative, "threshold": self.threshold, "binary_labels": self.binary,
+                "balanced_accuracy": self.balanced_accuracy.to_dict(), "roc_auc": self.roc_auc.to_dict(),
+                "spearman": self.spearman.to_dict(), "confusion": dict(self.confusion)}
+
+
+@dataclass
+class PairwiseAgreement:
+    n_pairs: int
+    n_ties: int  # pairs the metric scored equal (split by a seeded coin)
+    accuracy: Interval  # share of pairs where the metric prefers the human-preferred item
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"protocol": "pairwise", "n_pairs": self.n_pairs, "n_ties": self.n_ties,
+                "accuracy": self.accuracy.to_dict()}
+
+
+def _percentile(values: list[float], level: float = 0.95) -> tuple[float, float] | None:
+    if not values:
+        return None
+    alpha = (1.0 - level) / 2.0
+    arr = np.asarray(values)
+    return (float(np.quantile(arr, alpha)), float(np.quantile(arr, 1.0 - alpha)))
+
+
+def agreement_pointwise(scores: Sequence[float], labels: Sequence[float], *, threshold: float = 0.5,
+                        resamples: int = DEFAULT_RESAMPLES, seed: int = DEFAULT_SEED) -> PointwiseAgreement:
+    """Agreement of per-item metric ``scores`` with human ``labels`` (same order, no missing values).
+
+    Binary labels (all 0/1) give balanced accuracy at ``threshold``, ROC AUC and Spearman; other
+    numeric labels (e.g. a 1-5 scale) give Spearman only. Intervals: percentile bootstrap with
+    ``resamples`` draws from a generator seeded with ``seed``; with binary labels the draw is
+    stratified (positives and negatives resampled separately, so every draw has both classes).
+    """
+    s = np.asarray(scores, dtype=float)
+    y = np.asarray(labels, dtype=float)
+    if s.shape != y.shape or s.ndim != 1:
+        raise ValueError("scores and labels must be two flat sequences of the same length")
+    if not (np.isfinite(s).all() and np.isfinite(y).all()):
+        raise ValueError("scores and labels must be finite numbers (exclude unscored items first)")
+    binary = bool(s.size) and bool(np.isin(y, (0.0, 1.0)).all())
+    n_pos = int((y == 1).sum()) if binary else 0
+    n_neg = int((y == 0).sum()) if binary else 0
+
+    bacc = balanced_accuracy(s, y, threshold) if binary else None
+    auc = roc_auc(s, y) if binary else None
+    rho = spearman(s, y) if s.size else None
+    confusion: dict[str, int] = {}
+    if binary:
+        pred = s >= threshold
+        pos = y == 1
+        confusion = {"tp": int((pred & pos).sum()), "fp": int((pred & ~pos).sum()),
+                     "tn": int((~pred & ~pos).sum()), "fn": int((~pred & pos).sum())}
+
+    boot: dict[str, list[float]] = {"bacc": [], "auc": [], "rho": []}
+    if s.size >= 2 and resamples > 0:
+        rng = np.random.default_rng(seed)
+        if binary and n_pos and n_neg:
+            pos_idx, neg_idx = np.flatnonzero(y == 1), np.flatnonzero(y == 0)
+            draws = (np.concatenate([pos_idx[rng.integers(0, n_pos, n_pos)],
+                                     neg_idx[rng.integers(0, n_neg, n_neg)]]) for _ in range(resamples))
+        else:
+            draws = (rng.integers(0, s.size, s.size) for _ in range(resamples))
+        for idx in draws:
+            bs, by = s[idx], y[idx]
+            if binary:
+                for key, fn in (("bacc", lambda: balanced_accuracy(bs, by, threshold)),
+                                ("auc", lambda: roc_auc(bs, by))):
+                    v = fn()
+                    if v is not None:
+                        boot[key].append(v)
+            v = spearman(bs, by)
+            if v is not None:
+                boot["rho"].append(v)
+    return PointwiseAgreement(
+        n=int(s.size), n_positive=n_pos, n_negative=n_neg, threshold=threshold,
+        balanced_accuracy=Interval(bacc, _percentile(boot["bacc"]) if bacc is not None else None),
+        roc_auc=Interval(auc, _percentile(boot["auc"]) if auc is not None else None),
+        spearman=Interval(rho, _percentile(boot["rho"]) if rho is not None else None),
+        binary=binary, confusion=confusion)
+
+
+def agreement_pairwise(pairs: Sequence[tuple[float, float]], *, resamples: int = DEFAULT_RESAMPLES,
+                       seed: int = DEFAULT_SEED) -> PairwiseAgreement:
+    """Share of pairs ``(score_of_human_preferred, score_of_other)`` where the first is higher.
+
+    A tie is settled by a coin drawn from a generator seeded with ``seed`` (one draw per tied pair,
+    in order), as the Ragas paper's WikiEval protocol splits ties at random. The interval is a
+    percentile bootstrap over pairs (``resamples`` draws, the same seed).
+    """
+    arr = np.asarray(pairs, dtype=float).reshape(-1, 2) if len(pairs) else np.zeros((0, 2))
+    if not np.isfinite(arr).all():
+        raise ValueError("pair scores must be finite numbers (exclude unscored items first)")
+    rng = np.random.default_rng(seed)
+    ties = arr[:, 0] == arr[:, 1]
+    wins = (arr[:, 0] > arr[:, 1]).astype(float)
+    n_ties = int(ties.sum())
+    if n_ties:
+        wins[ties] = (rng.random(n_ties) < 0.5).astype(float)
+    n = int(arr.shape[0])
+    if n == 0:
+        return PairwiseAgreement(0, 0, Interval(None, None))
+    value = float(wins.mean())
+    ci: tuple[float, float] | None = (value, value)
+    if n >= 2 and resamples > 0:
+        means = wins[rng.integers(0, n, size=(resamples, n))].mean(axis=1)
+        ci = _percentile(list(means))
+    return PairwiseAgreement(n, n_ties, Interval(value, ci))

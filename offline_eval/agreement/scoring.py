@@ -1,0 +1,328 @@
+"""Score a human-labelled dataset with one metric and measure agreement with the labels.
+
+    labelled, excluded = read_labels(samples, "begin_label", positive=["Fully attributable"])
+    setup = build_setup("faithfulness", profile="starter", judge=folder, verdicts="options")
+    scores = score_samples([s for s, _ in labelled], setup, "runs/agreement", cache=cache)
+    report = agreement_report(labelled, scores, protocol="pointwise")
+
+Unscored samples are counted by reason and left out, never counted as 0.
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+from collections import Counter
+from dataclasses import dataclass, field
+from itertools import combinations
+from pathlib import Path
+from typing import Any, Sequence
+
+from offline_eval.agreement import agreement_pairwise, agreement_pointwise
+from offline_eval.data.schema import DataError, Sample
+from offline_eval.engine.cache import ResultCache
+from offline_eval.engine.models import ModelSet
+from offline_eval.metrics.base import Metric
+from offline_eval.metrics.settings import EvalSettings
+from offline_eval.stats import DEFAULT_RESAMPLES, DEFAULT_SEED
+
+DROP = "drop"
+
+
+def agreement_metric_classes() -> dict[str, type[Metric]]:
+    """Every product metric plus the agreement variants (``faithfulness_sentences``)."""
+    from offline_eval.agreement.metrics import METRICS
+    from offline_eval.metrics import metric_classes
+
+    found = metric_classes()
+    for cls in METRICS:
+        found.setdefault(cls.name, cls)
+    return found
+
+
+def resolve_metric(name: str) -> Metric:
+    classes = agreement_metric_classes()
+    if name not in classes:
+        raise ValueError(f"unknown metric {name}; known: {', '.join(sorted(classes))}")
+    return classes[name]()
+
+
+# --- labels ---------------------------------------------------------------------------------------
+def label_value(raw: Any, positive: Sequence[str] = (), drop: Sequence[str] = ()) -> float | str | None:
+    """A human label as a number: 1/0 for strings (1 when in ``positive``), numbers as they are.
+
+    Returns ``"drop"`` for a value listed in ``drop``, None for a missing label. A string that is
+    not in ``positive`` counts 0 when ``positive`` is given; without ``positive``, a string must
+    read as a number (``"1"``, ``"0.5"``, ``"true"``/``"false"``) or a DataError is raised.
+    """
+    if raw is None or (isinstance(raw, float) and math.isnan(raw)):
+        return None
+    if isinstance(raw, bool):
+        return 1.0 if raw else 0.0
+    text = str(raw).strip()
+    if text == "":
+        return None
+    if text in drop:
+        return DROP
+    if isinstance(raw, (int, float)):
+        return float(raw)
+    if positive:
+        return 1.0 if text in positive else 0.0
+    lowered = text.lower()
+    if lowered in ("true", "yes"):
+        return 1.0
+    if lowered in ("false", "no"):
+        return 0.0
+    try:
+        value = float(text)
+    except ValueError:
+        raise DataError(f"label '{text}' is not a number; name the positive value(s) with --positive") from None
+    if not math.isfinite(value):
+        raise DataError(f"label '{text}' is not a finite number")
+    return value
+
+
+def read_labels(samples: Sequence[Sample], label_field: str, *, positive: Sequence[str] = (),
+                drop: Sequence[str] = ()) -> tuple[list[tuple[Sample, float]], Counter[str]]:
+    """Samples with a usable label (``Sample.extra[label_field]``), and counts of the others by reason
+    (``no_label``, ``dropped_label``)."""
+    kept: list[tuple[Sample, float]] = []
+    excluded: Counter[str] = Counter()
+    for sample in samples:
+        raw = sample.extra.get(label_field, getattr(sample, label_field, None)
+                               if label_field in Sample.__dataclass_fields__ else None)
+        try:
+            value = label_value(raw, positive, drop)
+        except DataError as exc:
+            raise DataError(str(exc), row=sample.row, field=label_field) from None
+        if value is None:
+            excluded["no_label"] += 1
+        elif value == DROP:
+            excluded["dropped_label"] += 1
+        else:
+            kept.append((sample, float(value)))
+    return kept, excluded
+
+
+# --- models ---------------------------------------------------------------------------------------
+@dataclass
+class Setup:
+    """What scoring needs: the metric, the configured (not yet loaded) models and the settings."""
+
+    metric: Metric
+    models: ModelSet
+    settings: EvalSettings
+    profile: Any
+    info: dict[str, Any] = field(default_factory=dict)
+
+
+def build_setup(metric: str | Metric, *, profile: str | None = None, models_dir: Path | None = None,
+                judge: str | None = None, judge_backend: str | None = None, judge_model: str | None = None,
+                verifier: str | None = None, hhem: str | None = None, hhem_tokenizer: str | None = None,
+                embedder: str | None = None, device: str | None = None, batch_size: int | None = None,
+                judge_batch_size: int | None = None, verdicts: str | None = None,
+                max_tokens: int | None = None, language: str | None = None,
+                models: ModelSet | None = None) -> Setup:
+    """The profile/model/settings wiring of ``offline-eval run``, for a single metric.
+
+    ``models``: reuse an already built ModelSet (so a benchmark loads each judge once). Raises
+    RuntimeError listing the missing model folders.
+    """
+    from offline_eval.cli import _auto_profile
+    from offline_eval.runtime.loading import check_provisioned, model_set_from_profile
+    from offline_eval.runtime.profiles import load_profile
+
+    chosen = resolve_metric(metric) if isinstance(metric, str) else metric
+    roles = set(chosen.roles)
+    profile_name = profile or _auto_profile(models_dir)
+    prof = load_profile(profile_name, models_dir).with_overrides(
+        judge_path=judge, judge_backend=judge_backend, verifier=verifier, embedder_path=embedder,
+        hhem_path=hhem, hhem_tokenizer_path=hhem_tokenizer, judge_model=judge_model)
+    uses_hhem = not prof.verifier_is_judge
+    if "verifier" in roles and not uses_hhem:
+        roles = (roles - {"verifier"}) | {"judge"}
+    if not uses_hhem:
+        roles.discard("verifier")
+    if models is None:
+        problems = check_provisioned(prof, roles)
+        if problems:
+            raise RuntimeError("; ".join(problems))
+        models = model_set_from_profile(prof, device=device, batch_size=batch_size,
+                                        judge_batch_size=judge_batch_size, roles=roles)
+    settings = EvalSettings(verifier="hhem" if uses_hhem else "judge")
+    if verdicts:
+        settings.verdicts = verdicts
+    if max_tokens:
+        settings.max_tokens = max_tokens
+    if language:
+        settings.language = language
+    info = {"profile": prof.name, "starter": prof.starter, "metric": chosen.name,
+            "verifier": settings.verifier, "verdicts": settings.verdicts, "max_tokens": settings.max_tokens,
+            "device": device or "cpu", "batch_size": batch_size,
+            "models": {role: models.identity(role) for role in sorted(roles) if models.has(role)}}
+    return Setup(chosen, models, settings, prof, info)
+
+
+def score_samples(samples: Sequence[Sample], setup: Setup, output_dir: str | Path, *,
+                  cache: ResultCache | None = None, progress: Any = None) -> dict[str, dict[str, Any]]:
+    """Score ``samples`` with ``offline_eval.engine.runner.evaluate``; ``{sample id: score dict}``.
+
+    The run folder is resumable like any ``offline-eval run`` folder.
+    """
+    from offline_eval.engine.runner import evaluate
+
+    result = evaluate(list(samples), [setup.metric], setup.models, setup.settings, output_dir,
+                      cache=cache, progress=progress, run_info={"agreement": True, **setup.info})
+    return {row["id"]: row["scores"][setup.metric.name] for row in result.results}
+
+
+# --- agreement report -----------------------------------------------------------------------------
+def _score_of(score: dict[str, Any], value_key: str | None) -> float | None:
+    if score.get("value") is None:
+        return None
+    if value_key:
+        value = score.get("metadata", {}).get(value_key)
+        return None if value is None else float(value)
+    return float(score["value"])
+
+
+def _pair_key(sample: Sample, pair_field: str) -> Any:
+    if pair_field in sample.extra:
+        return sample.extra[pair_field]
+    if pair_field in Sample.__dataclass_fields__:
+        return getattr(sample, pair_field)
+    return None
+
+
+def agreement_report(labelled: Sequence[tuple[Sample, float]], scores: dict[str, dict[str, Any]], *,
+                     protocol: str = "pointwise", pair_field: str | None = None, threshold: float = 0.5,
+                     value_key: str | None = None, excluded: Counter[str] | None = None,
+                     resamples: int = DEFAULT_RESAMPLES, seed: int = DEFAULT_SEED) -> dict[str, Any]:
+    """Agreement of the metric's scores with the labels, as a JSON-ready dict.
+
+    ``value_key``: read the metric's ``metadata[value_key]`` instead of its value (e.g.
+    ``mean_probability`` for a continuous faithfulness). Pairwise: samples sharing ``pair_field``
+    form a group; every two of a group with different labels make a pair whose preferred item is the
+    higher label. Unscored samples are counted by reason (``unscored:<reason>``) and left out.
+    """
+    skipped: Counter[str] = Counter(excluded or {})
+    scored: list[tuple[Sample, float, float]] = []
+    for sample, label in labelled:
+        score = scores.get(sample.id)
+        if score is None:
+            skipped["unscored:not_run"] += 1
+            continue
+        value = _score_of(score, value_key)
+        if value is None:
+            reason = score.get("reason") or (f"no_{value_key}" if value_key else "unscored")
+            skipped[f"unscored:{reason}"] += 1
+            continue
+        scored.append((sample, label, value))
+    out: dict[str, Any] = {"n_labelled": len(labelled), "n_scored": len(scored),
+                           "excluded": dict(sorted(skipped.items())), "value": value_key or "value",
+                           "seed": seed, "resamples": resamples}
+    if protocol == "pointwise":
+        agreement = agreement_pointwise([v for _, _, v in scored], [y for _, y, _ in scored],
+                                        threshold=threshold, resamples=resamples, seed=seed)
+        out.update(agreement.to_dict())
+        pos = [v for _, y, v in scored if y == 1]
+        neg = [v for _, y, v in scored if y == 0]
+        out["mean_score_positive"] = sum(pos) / len(pos) if pos else None
+        out["mean_score_negative"] = sum(neg) / len(neg) if neg else None
+        return out
+    if protocol != "pairwise":
+        raise ValueError(f"unknown protocol {protocol!r} (pointwise, pairwise)")
+    if not pair_field:
+        raise ValueError("the pairwise protocol needs --pair-field (the field shared by the items of a pair)")
+    groups: dict[str, list[tuple[float, float | None]]] = {}
+    for sample, label in labelled:
+        key = _pair_key(sample, pair_field)
+        if key is None:
+            skipped["no_pair_key"] += 1
+            continue
+        groups.setdefault(str(key), []).append((label, _score_of(scores.get(sample.id, {}), value_key)))
+    pairs: list[tuple[float, float]] = []
+    pair_skips: Counter[str] = Counter()
+    for key in sorted(groups):
+        for (la, sa), (lb, sb) in combinations(groups[key], 2):
+            if la == lb:
+                pair_skips["same_label"] += 1
+            elif sa is None or sb is None:
+                pair_skips["unscored_member"] += 1
+            else:
+                pairs.append((sa, sb) if la > lb else (sb, sa))
+    agreement = agreement_pairwise(pairs, resamples=resamples, seed=seed)
+    out.update(agreement.to_dict())
+    out["n_groups"] = len(groups)
+    out["pairs_skipped"] = dict(sorted(pair_skips.items()))
+    out["excluded"] = dict(sorted(skipped.items()))
+    return out
+
+
+def format_report(report: dict[str, Any]) -> str:
+    """A few human-readable lines."""
+    def fmt(stat: dict[str, Any]) -> str:
+        if stat.get("value") is None:
+            return "-"
+        ci = stat.get("ci95")
+        return f"{stat['value']:.3f} [{ci[0]:.3f}, {ci[1]:.3f}]" if ci else f"{stat['value']:.3f}"
+
+    lines = [f"labelled {report['n_labelled']}, scored {report['n_scored']}"]
+    if report["excluded"]:
+        lines.append("excluded: " + ", ".join(f"{k} {v}" for k, v in report["excluded"].items()))
+    if report["protocol"] == "pointwise":
+        lines.append(f"positives {report['n_positive']}, negatives {report['n_negative']}, "
+                     f"threshold {report['threshold']}")
+        lines.append(f"balanced accuracy  {fmt(report['balanced_accuracy'])}")
+        lines.append(f"ROC AUC            {fmt(report['roc_auc'])}")
+        lines.append(f"Spearman           {fmt(report['spearman'])}")
+    else:
+        lines.append(f"pairs {report['n_pairs']} (metric ties split at random: {report['n_ties']})")
+        if report.get("pairs_skipped"):
+            lines.append("pairs skipped: " + ", ".join(f"{k} {v}" for k, v in report["pairs_skipped"].items()))
+        lines.append(f"pairwise accuracy  {fmt(report['accuracy'])}")
+    return "\n".join(lines)
+
+
+def run_from_args(args: Any) -> int:
+    """The ``offline-eval agreement`` command (see :mod:`offline_eval.agreement_cli`)."""
+    import json
+    import os
+
+    from offline_eval.cli import DEFAULT_CACHE, _Progress
+    from offline_eval.data.readers import parse_mapping, read_dataset
+
+    mapping = parse_mapping(args.mapping) if args.mapping else None
+    samples = read_dataset(args.dataset, mapping, limit=args.limit)
+    labelled, excluded = read_labels(samples, args.labels, positive=args.positive or (),
+                                     drop=args.drop or ())
+    if not labelled:
+        raise DataError(f"no sample has a usable label in field '{args.labels}'", source=str(args.dataset))
+    setup = build_setup(args.metric, profile=args.profile, models_dir=args.models_dir, judge=args.judge,
+                        judge_backend=args.judge_backend, judge_model=args.judge_model,
+                        verifier=args.verifier, hhem=args.hhem, hhem_tokenizer=args.hhem_tokenizer,
+                        embedder=args.embedder, device=args.device, batch_size=args.batch_size,
+                        judge_batch_size=args.judge_batch_size, verdicts=args.verdicts,
+                        max_tokens=args.max_tokens, language=args.language)
+    if setup.profile.starter:
+        print("offline-eval: starter profile: its judge is too small to judge; these agreement numbers "
+              "only show that the pipeline runs", file=sys.stderr)
+    output = args.output or Path("runs") / f"agreement-{Path(args.dataset).stem}-{setup.metric.name}"
+    cache_path = None if args.no_cache else (args.cache or Path(
+        os.environ.get("OFFLINE_EVAL_CACHE", DEFAULT_CACHE)).expanduser())
+    cache = ResultCache(cache_path)
+    try:
+        scores = score_samples([s for s, _ in labelled], setup, output, cache=cache,
+                               progress=None if args.quiet else _Progress())
+    finally:
+        cache.close()
+    report = agreement_report(labelled, scores, protocol=args.protocol, pair_field=args.pair_field,
+                              threshold=args.threshold, value_key=args.value, excluded=excluded,
+                              resamples=DEFAULT_RESAMPLES if args.resamples is None else args.resamples,
+                              seed=DEFAULT_SEED if args.seed is None else args.seed)
+    report = {"dataset": str(args.dataset), "labels": args.labels, "positive": list(args.positive or []),
+              "metric": setup.metric.name, "setup": setup.info, **report}
+    Path(output, "agreement.json").write_text(json.dumps(report, indent=2, ensure_ascii=False), encoding="utf-8")
+    print(format_report(report))
+    print(f"agreement: {Path(output) / 'agreement.json'}", file=sys.stderr)
+    return 0

@@ -1,0 +1,74 @@
+"""`offline-eval agreement`: how well does a metric agree with human labels?
+
+    offline-eval agreement --dataset begin.tsv --map question=message,contexts=knowledge \
+        --labels begin_label --positive "Fully attributable" --drop Generic --metric faithfulness
+
+Importing this module is cheap (argparse only); the work lives in offline_eval.agreement.scoring.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+
+def _run(args: argparse.Namespace) -> int:
+    from offline_eval.agreement.scoring import run_from_args
+
+    return run_from_args(args)
+
+
+def register(subparsers: Any) -> argparse.ArgumentParser:
+    """Add the ``agreement`` subcommand (its ``func`` runs it)."""
+    p = subparsers.add_parser(
+        "agreement", help="agreement of a metric with human labels (balanced accuracy, AUC, Spearman, pairwise)",
+        description="Score a human-labelled dataset with one metric and report agreement with the labels: "
+                    "pointwise -- balanced accuracy (metric >= --threshold), ROC AUC and Spearman; "
+                    "pairwise -- share of pairs where the metric prefers the human-preferred item "
+                    "(ties split at random with a fixed seed). Each with a bootstrap 95% interval. "
+                    "Unscored samples are counted by reason and left out, never counted as 0.",
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    data = p.add_argument_group("data and labels")
+    data.add_argument("--dataset", required=True, help="any dataset `run` reads")
+    data.add_argument("--map", dest="mapping", metavar="FIELD=PATH,...",
+                      help="column mapping, e.g. question=message,contexts=knowledge")
+    data.add_argument("--limit", type=int, help="use only the first N rows")
+    data.add_argument("--labels", required=True, metavar="FIELD", help="column holding the human label")
+    data.add_argument("--positive", nargs="+", metavar="VALUE",
+                      help="label values that mean 1 (other strings mean 0); numeric labels need none")
+    data.add_argument("--drop", nargs="+", metavar="VALUE", help="label values whose samples are left out")
+    what = p.add_argument_group("agreement")
+    what.add_argument("--metric", required=True, help="metric name (`offline-eval metrics`, or faithfulness_sentences)")
+    what.add_argument("--protocol", choices=["pointwise", "pairwise"], default="pointwise")
+    what.add_argument("--pair-field", metavar="FIELD",
+                      help="pairwise: field shared by the items to compare (higher label = preferred)")
+    what.add_argument("--threshold", type=float, default=0.5, help="metric value counted as a positive prediction")
+    what.add_argument("--value", metavar="KEY",
+                      help="use the metric's metadata[KEY] instead of its value (e.g. mean_probability)")
+    what.add_argument("--resamples", type=int, help="bootstrap resamples (default: offline_eval.stats, 2000)")
+    what.add_argument("--seed", type=int, help="seed of the bootstrap and of tie splits (default: offline_eval.stats)")
+    what.add_argument("--verdicts", choices=["options", "generate"], help="judge verdicts (see `run`)")
+    what.add_argument("--max-tokens", type=int, help="longest judge output, in tokens")
+    what.add_argument("--language", choices=["en", "zh"], help="force the prompt language")
+    models = p.add_argument_group("models (as for `run`)")
+    models.add_argument("--profile", help="gpu, cpu, starter or a manifest path")
+    models.add_argument("--models-dir", type=Path)
+    models.add_argument("--judge", help="judge model folder (or base URL with --judge-backend openai)")
+    models.add_argument("--judge-backend", choices=["vllm", "transformers", "openai", "scripted"])
+    models.add_argument("--judge-model", help="served model name for --judge-backend openai")
+    models.add_argument("--verifier", choices=["hhem", "judge"])
+    models.add_argument("--hhem")
+    models.add_argument("--hhem-tokenizer")
+    models.add_argument("--embedder")
+    models.add_argument("--device")
+    models.add_argument("--batch-size", type=int)
+    models.add_argument("--judge-batch-size", type=int)
+    out = p.add_argument_group("output")
+    out.add_argument("--output", type=Path, help="run folder (default: runs/agreement-<dataset>-<metric>); "
+                                                 "agreement.json is written there")
+    out.add_argument("--cache", type=Path, help="SQLite cache of model answers")
+    out.add_argument("--no-cache", action="store_true")
+    out.add_argument("--quiet", action="store_true", help="no progress bars")
+    p.set_defaults(func=_run)
+    return p
