@@ -261,10 +261,13 @@ class TransformersJudge:
                 use_cache=True,
                 logits_to_keep=1,
             )
+            alive = list(range(len(rows)))  # batch position -> row; finished rows leave the batch
             for _ in range(steps):
                 logits = out.logits[:, -1, :].float()
-                chosen = self._choose(logits, rows, generators, finished)
-                for i, tok in enumerate(chosen):
+                chosen = self._choose(logits, [rows[i] for i in alive], [generators[i] for i in alive],
+                                      [finished[i] for i in alive])
+                keep: list[int] = []  # batch positions still decoding
+                for pos, (i, tok) in enumerate(zip(alive, chosen)):
                     if finished[i]:
                         continue
                     if tok in self.eos_ids:
@@ -276,20 +279,27 @@ class TransformersJudge:
                     elif rows[i].stop_at_json_end and tok in closers and chat.json_value_closed(
                             self.tokenizer.decode(produced[i], skip_special_tokens=True)):
                         finished[i] = True  # what follows a closed JSON value is never read
-                if all(finished):
+                    else:
+                        keep.append(pos)
+                if not keep:
                     break
-                feed = torch.tensor(
-                    [[self.pad_id if finished[i] else tok] for i, tok in enumerate(chosen)],
-                    dtype=torch.long,
-                    device=self.device,
-                )
+                cache = out.past_key_values
+                if len(keep) < len(alive):
+                    # Drop finished rows so the batch shrinks with the work left (no compute spent on
+                    # padding rows that wait for the longest answer).
+                    index = torch.tensor(keep, dtype=torch.long, device=self.device)
+                    cache.batch_select_indices(index)
+                    mask, positions = mask[index], positions[index]
+                    chosen = [chosen[p] for p in keep]
+                    alive = [alive[p] for p in keep]
+                feed = torch.tensor([[tok] for tok in chosen], dtype=torch.long, device=self.device)
                 mask = torch.cat([mask, torch.ones_like(mask[:, :1])], dim=1)
                 positions = positions[:, -1:] + 1
                 out = self.model(
                     input_ids=feed,
                     attention_mask=mask,
                     position_ids=positions,
-                    past_key_values=out.past_key_values,
+                    past_key_values=cache,
                     use_cache=True,
                 )
         return produced
