@@ -91,6 +91,8 @@ def add_run_parser(subparsers: Any) -> argparse.ArgumentParser:
                                                        "transformers judge)")
     models.add_argument("--judge-batch-size", type=int, help="judge batch size (default: --batch-size; "
                                                              "vLLM: the whole stage)")
+    models.add_argument("--threads", type=int, help="CPU threads for torch (default: torch's choice; on a "
+                                                    "CPU shared with other jobs, 1 is often much faster)")
     out = p.add_argument_group("output")
     out.add_argument("--output", type=Path, help="run folder (default: runs/<dataset name>); rerun to resume")
     out.add_argument("--cache", type=Path, help=f"SQLite cache of model answers (default: {DEFAULT_CACHE})")
@@ -170,11 +172,14 @@ def cmd_run(args: argparse.Namespace) -> int:
     from offline_eval.engine.runner import evaluate
     from offline_eval.metrics import resolve_metrics
     from offline_eval.metrics.settings import EvalSettings
-    from offline_eval.runtime.loading import check_provisioned, model_set_from_profile
+    from offline_eval.runtime.loading import check_provisioned, model_set_from_profile, roles_needed
     from offline_eval.runtime.profiles import load_profile
 
     if not args.dataset:
         raise SystemExit("offline-eval run: --dataset is required (or set dataset in --config)")
+    if args.threads:
+        import torch
+        torch.set_num_threads(args.threads)
     mapping = parse_mapping(args.mapping) if args.mapping else None
     samples = read_dataset(args.dataset, mapping, limit=args.limit)
     metrics, aggregate = resolve_metrics(args.metrics)
@@ -186,10 +191,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         embedder_path=args.embedder, hhem_path=args.hhem, hhem_tokenizer_path=args.hhem_tokenizer,
         judge_model=args.judge_model)
     uses_hhem = not profile.verifier_is_judge
-    if "verifier" in roles and not uses_hhem:
-        roles = (roles - {"verifier"}) | {"judge"}
-    if not uses_hhem:
-        roles.discard("verifier")
+    roles = roles_needed(profile, roles)
     problems = check_provisioned(profile, roles)
     if problems:
         for problem in problems:

@@ -22,6 +22,7 @@ from offline_eval.agreement import agreement_pairwise, agreement_pointwise
 from offline_eval.data.schema import DataError, Sample
 from offline_eval.engine.cache import ResultCache
 from offline_eval.engine.models import ModelSet
+from offline_eval.metrics import metric_classes
 from offline_eval.metrics.base import Metric
 from offline_eval.metrics.settings import EvalSettings
 from offline_eval.stats import DEFAULT_RESAMPLES, DEFAULT_SEED
@@ -29,19 +30,8 @@ from offline_eval.stats import DEFAULT_RESAMPLES, DEFAULT_SEED
 DROP = "drop"
 
 
-def agreement_metric_classes() -> dict[str, type[Metric]]:
-    """Every product metric plus the agreement variants (``faithfulness_sentences``)."""
-    from offline_eval.agreement.metrics import METRICS
-    from offline_eval.metrics import metric_classes
-
-    found = metric_classes()
-    for cls in METRICS:
-        found.setdefault(cls.name, cls)
-    return found
-
-
 def resolve_metric(name: str) -> Metric:
-    classes = agreement_metric_classes()
+    classes = metric_classes()
     if name not in classes:
         raise ValueError(f"unknown metric {name}; known: {', '.join(sorted(classes))}")
     return classes[name]()
@@ -128,21 +118,19 @@ def build_setup(metric: str | Metric, *, profile: str | None = None, models_dir:
     ``models``: reuse an already built ModelSet (so a benchmark loads each judge once). Raises
     RuntimeError listing the missing model folders.
     """
-    from offline_eval.cli import _auto_profile
-    from offline_eval.runtime.loading import check_provisioned, model_set_from_profile
+    from offline_eval.runtime.loading import (
+        auto_profile, check_provisioned, model_set_from_profile, roles_needed,
+    )
     from offline_eval.runtime.profiles import load_profile
 
     chosen = resolve_metric(metric) if isinstance(metric, str) else metric
     roles = set(chosen.roles)
-    profile_name = profile or _auto_profile(models_dir)
+    profile_name = profile or auto_profile(models_dir, roles)
     prof = load_profile(profile_name, models_dir).with_overrides(
         judge_path=judge, judge_backend=judge_backend, verifier=verifier, embedder_path=embedder,
         hhem_path=hhem, hhem_tokenizer_path=hhem_tokenizer, judge_model=judge_model)
     uses_hhem = not prof.verifier_is_judge
-    if "verifier" in roles and not uses_hhem:
-        roles = (roles - {"verifier"}) | {"judge"}
-    if not uses_hhem:
-        roles.discard("verifier")
+    roles = roles_needed(prof, roles)
     if models is None:
         problems = check_provisioned(prof, roles)
         if problems:

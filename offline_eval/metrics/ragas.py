@@ -69,6 +69,27 @@ class Faithfulness(SampleMetric):
                                "mean_probability": float(np.mean([v.probability for v in verdicts]))})
 
 
+class SentenceFaithfulness(Faithfulness):
+    """Faithfulness whose claims are the answer's sentences: no claim-extraction stage.
+
+    Measured on BEGIN with a 0.5B judge (benchmarks/results/agreement_begin.md) it agrees better with
+    human labels than LLM claims, which a small judge gets wrong (it copies the user's message).
+    """
+
+    name = "faithfulness_sentences"
+    requires = ("answer", "contexts")
+    description = "share of the answer's sentences supported by the retrieved contexts (no claim extraction)"
+
+    def compute(self, sample, ctx, lang):
+        claims = list(dict.fromkeys(split_sentences(sample.answer, lang)))
+        if not claims:
+            return Score.unscored("no_claims", "the answer has no sentence")
+        verdicts = yield from support_against_contexts(sample.contexts, claims, lang, ctx)
+        if isinstance(verdicts, str):
+            return Score.unscored("judge_unparseable", verdicts, claims=claims)
+        return self.from_verdicts(claims, verdicts)
+
+
 class HallucinationRate(Faithfulness):
     name = "hallucination_rate"
     description = "share of the answer's claims with no support in the contexts (1 - faithfulness)"
@@ -381,6 +402,6 @@ class NoiseSensitivityIrrelevant(NoiseSensitivityRelevant):
     chunk_kind = "irrelevant"
 
 
-METRICS = [Faithfulness, HallucinationRate, AnswerRelevancy, ContextRelevance, ContextRelevanceEmbedding,
+METRICS = [Faithfulness, SentenceFaithfulness, HallucinationRate, AnswerRelevancy, ContextRelevance, ContextRelevanceEmbedding,
            ContextPrecision, ContextUtilization, ContextRecall, ContextEntityRecall, AnswerSimilarity,
            AnswerCorrectness, RubricsScore, NoiseSensitivityRelevant, NoiseSensitivityIrrelevant]

@@ -81,3 +81,11 @@ def auto_profile(models_dir: Path | None, roles: set[str] | None = None) -> str:
         if not check_provisioned(load_profile(name, models_dir), roles or {"judge", "verifier", "embedder"}):
             return name
     return "starter"
+
+
+def roles_needed(profile: Profile, metric_roles: set[str]) -> set[str]:
+    """The model roles a run loads: with no separate verifier, the judge verifies claims itself."""
+    roles = set(metric_roles)
+    if profile.verifier_is_judge and "verifier" in roles:
+        roles = (roles - {"verifier"}) | {"judge"}
+    return roles
