@@ -258,7 +258,9 @@ def chromium(url: str, tmp: Path, *extra: str) -> tuple[str, str]:
     profile = tmp / f"profile-{len(list(tmp.glob('profile-*')))}"
     proc = subprocess.run([CHROMIUM, *CHROMIUM_FLAGS, f"--user-data-dir={profile}", *extra, url],
                           capture_output=True, text=True, timeout=120)
-    console = [l for l in proc.stderr.splitlines() if ":CONSOLE" in l]
+    # Only the page's own messages: Chromium's internal pages (chrome://...) log their own, e.g.
+    # "Slow network is detected" when the machine has no network at all.
+    console = [l for l in proc.stderr.splitlines() if ":CONSOLE" in l and "chrome://" not in l]
     return proc.stdout, "\n".join(console)
 
 
