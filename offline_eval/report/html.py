@@ -532,10 +532,13 @@ def render_retrieval_report(output_dir: str | Path) -> str:
     out = Path(output_dir)
     rows, doc, source = _load_retrieval_rows(out)
     metric_cols: list[str] = []
+    declared = doc.get("metrics") if isinstance(doc.get("metrics"), list) else None
     for r in rows:
         for k, v in r.items():
             if k not in _RETRIEVAL_KEYS and _num(v) is not None and k not in metric_cols:
                 metric_cols.append(k)
+    if declared:  # the benchmark names its metrics: chart those, show counts and settings as columns
+        metric_cols = [m for m in declared if m in metric_cols]
     other_cols: list[str] = []
     for r in rows:
         for k, v in r.items():

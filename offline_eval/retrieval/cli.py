@@ -119,6 +119,8 @@ def run(args: argparse.Namespace) -> int:
         return 2
     print(format_table(result, config.primary_k))
     print()
+    from offline_eval.report.html import write_retrieval_report
+    print(f"report: {write_retrieval_report(args.output)}")
     for label, path in result.files.items():
         print(f"{label}: {path}")
     if args.answer:
