@@ -12,6 +12,8 @@ import argparse
 from pathlib import Path
 from typing import Any
 
+from offline_eval.cli_models import add_model_arguments
+
 
 def _run(args: argparse.Namespace) -> int:
     from offline_eval.agreement.scoring import run_from_args
@@ -52,18 +54,9 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
     what.add_argument("--max-tokens", type=int, help="longest judge output, in tokens")
     what.add_argument("--language", choices=["en", "zh"], help="force the prompt language")
     models = p.add_argument_group("models (as for `run`)")
-    models.add_argument("--profile", help="gpu, cpu, starter or a manifest path")
-    models.add_argument("--models-dir", type=Path)
-    models.add_argument("--judge", help="judge model folder (or base URL with --judge-backend openai)")
-    models.add_argument("--judge-backend", choices=["vllm", "transformers", "openai", "scripted"])
-    models.add_argument("--judge-model", help="served model name for --judge-backend openai")
-    models.add_argument("--verifier", choices=["hhem", "judge"])
-    models.add_argument("--hhem")
-    models.add_argument("--hhem-tokenizer")
-    models.add_argument("--embedder")
-    models.add_argument("--device")
-    models.add_argument("--batch-size", type=int)
-    models.add_argument("--judge-batch-size", type=int)
+    add_model_arguments(models)
+    models.add_argument("--device", help="cpu, cuda, cuda:0, ...")
+    models.add_argument("--batch-size", type=int, help="batch size of each backend call")
     out = p.add_argument_group("output")
     out.add_argument("--output", type=Path, help="run folder (default: runs/agreement-<dataset>-<metric>); "
                                                  "agreement.json is written there")

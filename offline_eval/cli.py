@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from offline_eval import __version__
+from offline_eval.cli_models import add_model_arguments
 
 SUBCOMMAND_MODULES = ("offline_eval.runtime.models_cli", "offline_eval.retrieval.cli",
                       "offline_eval.report.cli", "offline_eval.testset.cli", "offline_eval.agreement_cli")
@@ -76,21 +77,10 @@ def add_run_parser(subparsers: Any) -> argparse.ArgumentParser:
     what.add_argument("--weights", type=_weights, metavar="metric=w,...", help="weights of the aggregate")
     what.add_argument("--rubrics", type=Path, help="TOML/JSON rubrics: {reference_free|with_reference: {1..5: text}}")
     models = p.add_argument_group("models")
-    models.add_argument("--profile", help="gpu, cpu, starter or a manifest path (default: the first provisioned "
-                                          "of gpu (with CUDA), cpu, starter)")
-    models.add_argument("--models-dir", type=Path, help="root of the profile's model folders")
-    models.add_argument("--judge", help="judge model folder (or base URL with --judge-backend openai)")
-    models.add_argument("--judge-backend", choices=["vllm", "transformers", "openai", "scripted"])
-    models.add_argument("--judge-model", help="served model name for --judge-backend openai")
-    models.add_argument("--verifier", choices=["hhem", "judge"], help="who verifies claims against contexts")
-    models.add_argument("--hhem", help="HHEM-2.1-Open folder")
-    models.add_argument("--hhem-tokenizer", help="flan-t5-base folder (tokenizer + config) for HHEM")
-    models.add_argument("--embedder", help="sentence-transformers model folder")
+    add_model_arguments(models)
     models.add_argument("--device", help="cpu, cuda, cuda:0, ...")
     models.add_argument("--batch-size", type=int, help="batch size of each backend call (HHEM, embedder, "
                                                        "transformers judge)")
-    models.add_argument("--judge-batch-size", type=int, help="judge batch size (default: --batch-size; "
-                                                             "vLLM: the whole stage)")
     models.add_argument("--threads", type=int, help="CPU threads for torch (default: torch's choice; on a "
                                                     "CPU shared with other jobs, 1 is often much faster)")
     out = p.add_argument_group("output")

@@ -87,13 +87,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     e2e.add_argument("--answer-metrics", default="completeness,hallucination,faithfulness",
                      help="metrics scored on the answers (default completeness,hallucination,faithfulness)")
     e2e.add_argument("--answer-limit", type=int, default=None, help="answer only the first N queries")
-    e2e.add_argument("--profile", default=None, help="model profile for the judge (default: as `run`)")
-    e2e.add_argument("--models-dir", type=Path, default=None)
-    e2e.add_argument("--judge", default=None, help="judge model folder (or URL with --judge-backend openai)")
-    e2e.add_argument("--judge-backend", choices=["vllm", "transformers", "openai", "scripted"], default=None)
-    e2e.add_argument("--judge-model", default=None)
-    e2e.add_argument("--judge-batch-size", type=int, default=None)
-    e2e.add_argument("--verifier", choices=["hhem", "judge"], default=None)
+    from offline_eval.cli_models import add_model_arguments
+    add_model_arguments(e2e, embedder=False)
     e2e.add_argument("--max-tokens", type=int, default=256, help="longest judge output (default 256)")
     e2e.add_argument("--cache", type=Path, default=None, help="SQLite cache of model answers")
     parser.add_argument("--output", type=Path, default=Path("retrieval-results"),
@@ -141,7 +136,7 @@ def _end_to_end(args: argparse.Namespace) -> int:
 
     profile = load_profile(args.profile or _auto_profile(args.models_dir), args.models_dir).with_overrides(
         judge_path=args.judge, judge_backend=args.judge_backend, verifier=args.verifier,
-        judge_model=args.judge_model)
+        judge_model=args.judge_model, hhem_path=args.hhem, hhem_tokenizer_path=args.hhem_tokenizer)
     problems = check_provisioned(profile, {"judge", "verifier"})
     if problems:
         for problem in problems:

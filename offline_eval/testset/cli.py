@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from offline_eval.cli_models import add_model_arguments
 from offline_eval.testset import QUESTION_TYPES
 
 DEFAULT_CACHE = Path("~/.cache/offline-eval/cache.sqlite")
@@ -81,15 +82,9 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("--max-tokens", type=_positive, default=768, help="longest judge output, in tokens (default 768)")
     p.add_argument("--seed", type=int, default=0, help="seed of the rule-based values of synthetic documents")
     models = p.add_argument_group("models (as for `offline-eval run`)")
-    models.add_argument("--profile", help="gpu, cpu, starter or a manifest path (default: the first of gpu "
-                                          "(with CUDA), cpu, starter whose judge is provisioned)")
-    models.add_argument("--models-dir", type=Path, help="root of the profile's model folders")
-    models.add_argument("--judge", help="judge model folder (or base URL with --judge-backend openai)")
-    models.add_argument("--judge-backend", choices=["vllm", "transformers", "openai", "scripted"])
-    models.add_argument("--judge-model", help="served model name for --judge-backend openai")
+    add_model_arguments(models, verifier=False, embedder=False)
     models.add_argument("--device", help="cpu, cuda, cuda:0, ...")
     models.add_argument("--batch-size", type=int, help="judge batch size")
-    models.add_argument("--judge-batch-size", type=int, help="judge batch size (overrides --batch-size)")
     out = p.add_argument_group("output")
     out.add_argument("--cache", type=Path, help=f"SQLite cache of model answers (default: {DEFAULT_CACHE})")
     out.add_argument("--no-cache", action="store_true", help="keep model answers in memory only")
