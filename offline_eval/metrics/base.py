@@ -71,6 +71,14 @@ class Score:
 ScoreGenerator = Generator[Any, Any, Score]
 
 
+def missing_fields(sample: Sample, fields: tuple[str, ...]) -> Score | None:
+    """The unscored Score (``missing_field:<first>``) when ``sample`` lacks any of ``fields``, else None."""
+    absent = sample.missing(fields)
+    if absent:
+        return Score.unscored(f"missing_field:{absent[0]}", f"the sample has no {', '.join(absent)}")
+    return None
+
+
 class Metric:
     """Base class. Subclasses set ``name``, ``requires`` (sample fields) and ``roles`` (models used)."""
 

@@ -9,7 +9,7 @@ import numpy as np
 
 from offline_eval.data.schema import Sample
 from offline_eval.engine.requests import ScoreOptions
-from offline_eval.metrics.base import Metric, Score, ScoreGenerator
+from offline_eval.metrics.base import Metric, Score, ScoreGenerator, missing_fields
 from offline_eval.metrics.judging import (
     JsonAsk, Verdict, ask_json, ask_json_many, embed_texts, extract_claims, parallel,
     support_against_contexts, support_matrix,
@@ -22,18 +22,11 @@ from offline_eval.prompts.ragas import (
 from offline_eval.text import split_sentences
 
 
-def _missing(sample: Sample, fields: tuple[str, ...]) -> Score | None:
-    absent = sample.missing(fields)
-    if absent:
-        return Score.unscored(f"missing_field:{absent[0]}", f"the sample has no {', '.join(absent)}")
-    return None
-
-
 class SampleMetric(Metric):
     """Checks the required fields, then runs ``compute``."""
 
     def score(self, sample: Sample, ctx: EvalSettings) -> ScoreGenerator:
-        missing = _missing(sample, self.requires)
+        missing = missing_fields(sample, self.requires)
         if missing:
             return missing
         return (yield from self.compute(sample, ctx, ctx.language_for(sample)))

@@ -34,7 +34,7 @@ from __future__ import annotations
 from typing import Any, ClassVar, Literal
 
 from offline_eval.data.schema import Sample
-from offline_eval.metrics.base import Metric, Score
+from offline_eval.metrics.base import Metric, Score, missing_fields
 from offline_eval.text import (
     count_units,
     detect_language,
@@ -234,13 +234,6 @@ def _language(sample: Sample, *texts: str) -> str:
     return detect_language(" ".join(t for t in texts if t))
 
 
-def _missing(sample: Sample, names: tuple[str, ...]) -> Score | None:
-    absent = sample.missing(names)
-    if absent:
-        return Score.unscored(f"missing_field:{absent[0]}")
-    return None
-
-
 class RetrievalRecall(Metric):
     """RAGEval retrieval recall over ``contexts`` against ``reference_contexts``."""
 
@@ -252,7 +245,7 @@ class RetrievalRecall(Metric):
 
     def score(self, sample: Sample, ctx: Any) -> Score:  # type: ignore[override]
         """Recall of this sample; unscored when a field is missing."""
-        missing = _missing(sample, self.requires)
+        missing = missing_fields(sample, self.requires)
         if missing is not None:
             return missing
         refs, chunks = list(sample.reference_contexts or []), list(sample.contexts or [])
@@ -283,7 +276,7 @@ class RetrievalPrecision(Metric):
 
     def score(self, sample: Sample, ctx: Any) -> Score:  # type: ignore[override]
         """Precision of this sample; unscored when a field is missing."""
-        missing = _missing(sample, self.requires)
+        missing = missing_fields(sample, self.requires)
         if missing is not None:
             return missing
         refs, chunks = list(sample.reference_contexts or []), list(sample.contexts or [])
@@ -308,7 +301,7 @@ class EIR(Metric):
 
     def score(self, sample: Sample, ctx: Any) -> Score:  # type: ignore[override]
         """EIR of this sample; unscored when a field is missing or the retrieved text is empty."""
-        missing = _missing(sample, self.requires)
+        missing = missing_fields(sample, self.requires)
         if missing is not None:
             return missing
         refs, chunks = list(sample.reference_contexts or []), list(sample.contexts or [])
@@ -331,7 +324,7 @@ class RougeL(Metric):
 
     def score(self, sample: Sample, ctx: Any) -> Score:  # type: ignore[override]
         """ROUGE-L of this sample; unscored when a field is missing or has no tokens."""
-        missing = _missing(sample, self.requires)
+        missing = missing_fields(sample, self.requires)
         if missing is not None:
             return missing
         answer, truth = sample.answer or "", sample.ground_truth or ""
