@@ -66,6 +66,8 @@ class Timed:
         self._tokenizer = tokenizer
         self.identity = backend.identity
         self.batch_size = backend.batch_size
+        if hasattr(backend, "batch_order"):  # keep the backend's own batch order (untimed: cheap)
+            self.batch_order = backend.batch_order
         self.reset()
 
     def reset(self) -> None:

@@ -320,10 +320,13 @@ def test_absolute_positions_model_batch_invariant(tmp_path: Path) -> None:
     reqs = [Generate(prompt=p, sampling=Sampling(max_tokens=8)) for p in PROMPTS]
     got = judge.generate(reqs)
     assert got == [(_greedy_reference(judge, r.prompt, 8),) for r in reqs]
-    scores = judge.score_options([ScoreOptions(prompt=p) for p in PROMPTS])
-    for prompt, score in zip(PROMPTS, scores):
+    prompts = PROMPTS + _verdict_prompts()  # the latter share prefixes: tails get offset positions
+    scores = judge.score_options([ScoreOptions(prompt=p) for p in prompts])
+    for prompt, score in zip(prompts, scores):
         direct = _direct_option_probs(judge, prompt, ("Yes", "No"))
         assert score["Yes"] == pytest.approx(direct["Yes"], abs=1e-5)
+    shared = [Generate(prompt=p, sampling=Sampling(max_tokens=6)) for p in _verdict_prompts()[:4]]
+    assert judge.generate(shared) == [(_greedy_reference(judge, r.prompt, 6),) for r in shared]
 
 
 def test_template_without_system_role_gets_system_folded_in(model_dir: Path) -> None:
@@ -465,3 +468,79 @@ def test_schema_requests_stop_when_the_json_value_closes(model_dir: Path) -> Non
     capped = capped_judge.generate([Generate(prompt=prompt, sampling=Sampling(max_tokens=40), schema="{}")])[0][0]
     # The cap (and the JSON stop) only ever cut the same greedy continuation short.
     assert free.startswith(capped) and len(capped) < len(free)
+
+
+# -- shared prompt prefixes ------------------------------------------------------------------------
+CONTEXTS = ["The capital of France is Paris. The sky is blue. " * 3,
+            "Water boils at 100 degrees. Answer with Yes or No only. " * 3]
+CLAIMS = ["The sky is blue.", "Paris is the capital.", "Water boils.", "No", "The statement is true.",
+          "Maybe yes, maybe no, maybe the claim is supported by the context."]
+
+
+def _verdict_prompts() -> list[chat.ChatMessages]:
+    """Verdict-style prompts: a long context shared by several claims, as faithfulness asks them."""
+    return [messages(("system", "Answer with Yes or No only."),
+                     ("user", f"Context: {context}\nStatement: {claim}\nYes or No?"))
+            for context in CONTEXTS for claim in CLAIMS]
+
+
+def test_prefix_groups_maximise_the_shared_tokens() -> None:
+    from offline_eval.runtime.transformers_judge import prefix_groups
+
+    system = list(range(20))
+    a = [system + [100] * 50 + [i] for i in range(5)]  # share 70 tokens
+    b = [system + [200] * 60 + [i, i] for i in range(7)]  # share 80 tokens
+    lone = [[5, 6, 7]]
+    seqs = a + b + lone
+    assert prefix_groups(seqs, 16) == [[0, 1, 2, 3, 4], [5, 6, 7, 8, 9, 10, 11], [12]]
+    # A group limit never lets a straggler of one context pull the next context's group down to the
+    # 20-token system prompt.
+    groups = prefix_groups(seqs, 4)
+    assert all(len(g) <= 4 for g in groups)
+    assert sorted(i for g in groups for i in g) == list(range(13))
+    assert all(set(g) <= set(range(5)) or set(g) <= set(range(5, 12)) for g in groups if len(g) > 1)
+    assert [12] in groups
+    # Nothing worth sharing: groups of one. Identical sequences keep one token of their own.
+    assert prefix_groups([[1, 2], [3, 4]], 8) == [[0], [1]]
+    assert prefix_groups([system, system], 8) == [[0, 1]]
+
+
+def test_shared_prefix_options_equal_full_computation(model_dir: Path) -> None:
+    prompts = _verdict_prompts()
+    reqs = [ScoreOptions(prompt=p, options=("Yes", "No")) for p in prompts]
+    shared_judge = TransformersJudge(str(model_dir), batch_size=8)
+    ids = [chat.encode_chat(shared_judge.tokenizer, p) for p in prompts]
+    from offline_eval.runtime.transformers_judge import MIN_SHARED_PREFIX, prefix_groups
+
+    groups = prefix_groups(ids, 8)
+    assert any(len(g) > 1 for g in groups), "the prompts must actually share prefixes"
+    assert min(len(i) for i in ids) > 3 * MIN_SHARED_PREFIX
+    shared = shared_judge.score_options(reqs)
+    full = TransformersJudge(str(model_dir), batch_size=8, share_prefixes=False).score_options(reqs)
+    for req, a, b in zip(reqs, shared, full):
+        direct = _direct_option_probs(shared_judge, req.prompt, req.options)
+        for option in req.options:
+            assert a[option] == pytest.approx(b[option], abs=1e-5)
+            assert a[option] == pytest.approx(direct[option], abs=1e-5)
+    assert len({round(r["Yes"], 6) for r in shared}) > 3  # claims matter
+
+
+def test_shared_prefix_generation_equals_reference(model_dir: Path) -> None:
+    prompts = _verdict_prompts()[: len(CLAIMS)]  # one context: the whole batch shares it
+    reqs = [Generate(prompt=p, sampling=Sampling(max_tokens=10)) for p in prompts]
+    judge = TransformersJudge(str(model_dir), batch_size=8)
+    got = judge.generate(reqs)
+    assert got == TransformersJudge(str(model_dir), batch_size=8, share_prefixes=False).generate(reqs)
+    assert got == [(_greedy_reference(judge, r.prompt, 10),) for r in reqs]
+    assert len({g[0] for g in got}) >= 2
+
+
+def test_batch_order_puts_shared_prefixes_together(judge: TransformersJudge) -> None:
+    prompts = _verdict_prompts()
+    shuffled = prompts[::2] + prompts[1::2]  # alternating contexts
+    reqs = [ScoreOptions(prompt=p) for p in shuffled]
+    order = judge.batch_order(reqs)
+    assert sorted(order) == list(range(len(reqs)))
+    contexts = [next(c for c in CONTEXTS if c in reqs[i].prompt[-1][1]) for i in order]
+    assert contexts == sorted(contexts, key=contexts.index)  # each context's prompts contiguous
+    assert len(set(contexts[: len(CLAIMS)])) == 1

@@ -5,7 +5,8 @@ to their next ``yield``, gathers the requests they ask for across the whole data
 duplicates (the same claim extraction asked for by faithfulness, answer_correctness and
 noise_sensitivity is run once), answers what the cache already knows, and sends the rest to the
 model of each request's role: one backend call per batch, batches cut from the stage sorted by
-length. Results are committed to the cache batch by batch and routed back to the tasks.
+length (or in the order the backend asks for: a judge that shares prompt prefixes wants requests
+with a common prefix side by side). Results are committed to the cache batch by batch and routed back to the tasks.
 """
 
 from __future__ import annotations
@@ -169,7 +170,11 @@ class Engine:
         backend = self.models.get(role)
         method = getattr(backend, BACKEND_METHOD[kind])
         batch_size = max(1, int(getattr(backend, "batch_size", 16)))
-        items = sorted(items, key=lambda item: item[1].size, reverse=True)  # longest first: OOM early
+        order = getattr(backend, "batch_order", None)
+        if order is not None:  # the backend knows which requests compute best together
+            items = [items[i] for i in order([request for _, request in items])]
+        else:
+            items = sorted(items, key=lambda item: item[1].size, reverse=True)  # longest first: OOM early
         bar = self.progress(f"{kind} ({role})", len(items)) if self.progress else None
         out: dict[str, Any] = {}
         try:

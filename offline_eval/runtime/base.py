@@ -1,7 +1,9 @@
 """The three model roles and the contracts their backends fulfil.
 
 A backend receives a whole batch (already sorted by length and cut to ``--batch-size`` by the engine)
-and returns one result per request, in order. ``identity`` names the exact model (path and revision or
+and returns one result per request, in order. A backend may define ``batch_order(requests) -> list of
+indices`` to choose the order instead (the transformers judge puts prompts that share a prefix
+together). ``identity`` names the exact model (path and revision or
 weight hash) and enters every cache key, so a different model never reuses another model's answers.
 """
 

@@ -24,8 +24,16 @@ Design points (see also :mod:`offline_eval.runtime.chat` for prompt and option r
 * **Context length** — a prompt longer than ``max_model_len`` (default: the model config's
   ``max_position_embeddings``) raises ``ValueError`` naming the request; nothing is silently truncated.
   A completion is cut so prompt + completion fit in ``max_model_len``.
-* **Options** — one forward pass per batch with ``logits_to_keep=1`` (only the last position's logits
-  are materialised), log-softmax, the option tokens' log-probs, normalised over the options.
+* **Options** — forward passes with ``logits_to_keep=1`` (only the last position's logits are
+  materialised), log-softmax, the option tokens' log-probs, normalised over the options.
+* **Shared prefixes** — evaluation prompts repeat themselves: every verdict on a sample's claims
+  re-reads the same retrieved contexts, every claim extraction the same instructions and example. A
+  batch's prompts are grouped by common token prefix; a group's prefix is run once at batch size one,
+  its key/value cache copied to the group, and only the differing tails are computed (on a CPU, where
+  prompt processing dominates, this is most of the work saved). Generation shares the prefix common
+  to the whole batch; option scoring shares per group. Results equal the unshared computation up to
+  floating-point summation order. :meth:`TransformersJudge.batch_order` lets the engine put prompts
+  that share a prefix into the same batch.
 * ``batch_size`` counts sequences (rows): a request with ``n`` sampled completions takes ``n`` rows.
 """
 
@@ -53,6 +61,63 @@ _DTYPES = {
 }
 
 
+# Below this many common tokens a shared-prefix pass costs more (an extra forward call, a cache
+# copy) than it saves.
+MIN_SHARED_PREFIX = 16
+
+
+def common_prefix_len(a: Sequence[int], b: Sequence[int]) -> int:
+    n = min(len(a), len(b))
+    for i in range(n):
+        if a[i] != b[i]:
+            return i
+    return n
+
+
+def shared_prefix_len(seqs: Sequence[Sequence[int]]) -> int:
+    """Tokens common to every sequence, leaving each at least one token of its own (whose logits
+    are the ones wanted)."""
+    shared = min(len(s) for s in seqs) - 1
+    first = seqs[0]
+    for seq in seqs[1:]:
+        shared = min(shared, common_prefix_len(first, seq))
+    return max(0, shared)
+
+
+def prefix_groups(seqs: Sequence[Sequence[int]], limit: int, min_shared: int = MIN_SHARED_PREFIX) -> list[list[int]]:
+    """Partition sequence indices into groups of at most ``limit`` that share a prefix, saving the
+    most prompt tokens.
+
+    In lexicographic order, sequences that share a prefix are adjacent and a run's shared prefix is
+    the smallest common prefix of neighbours in it; a group of ``g`` sharing ``L`` tokens saves
+    ``(g - 1) * L``. A dynamic programme over the sorted order picks the runs with the largest total
+    saving (greedy grouping would let one straggler of a finished group drag the next group's long
+    shared context down to the system prompt). Runs sharing under ``min_shared`` tokens save
+    nothing; their sequences come back as groups of one.
+    """
+    order = sorted(range(len(seqs)), key=lambda i: list(seqs[i]))
+    n = len(order)
+    lcp = [common_prefix_len(seqs[order[k]], seqs[order[k + 1]]) for k in range(n - 1)]
+    best = [0] * (n + 1)  # best[j]: largest saving over the first j sorted sequences
+    cut = [0] * (n + 1)  # where best[j]'s last group starts
+    for j in range(1, n + 1):
+        best[j], cut[j] = best[j - 1], j - 1  # sequence j-1 alone
+        shared = len(seqs[order[j - 1]]) - 1
+        for k in range(j - 2, max(-1, j - 1 - limit), -1):  # group = sorted positions k..j-1
+            shared = min(shared, lcp[k], len(seqs[order[k]]) - 1)
+            if shared < min_shared:
+                break
+            saving = best[k] + (j - 1 - k) * shared
+            if saving > best[j]:
+                best[j], cut[j] = saving, k
+    groups: list[list[int]] = []
+    j = n
+    while j > 0:
+        groups.append([order[k] for k in range(cut[j], j)])
+        j = cut[j]
+    return groups[::-1]
+
+
 @dataclass
 class _Row:
     """One sequence to decode: a prompt, a token budget and (when sampling) its own seed."""
@@ -77,8 +142,10 @@ class TransformersJudge:
         dtype: str = "auto",
         max_model_len: int | None = None,
         max_new_tokens: int | None = None,
+        share_prefixes: bool = True,
     ) -> None:
-        """``max_new_tokens`` caps every request's ``max_tokens`` (for small, slow CPU judges)."""
+        """``max_new_tokens`` caps every request's ``max_tokens`` (for small, slow CPU judges);
+        ``share_prefixes=False`` computes every prompt in full (see the module docstring)."""
         import torch
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -129,6 +196,7 @@ class TransformersJudge:
         )
         self.batch_size = int(batch_size)
         self.max_new_tokens = max_new_tokens
+        self.share_prefixes = share_prefixes
         self.eos_ids = self._eos_ids()
         pad = self.tokenizer.pad_token_id
         if pad is None:
@@ -198,6 +266,43 @@ class TransformersJudge:
         positions = (mask.cumsum(-1) - 1).clamp(min=0)
         return ids.to(self.device), mask.to(self.device), positions.to(self.device)
 
+    def _prefill(self, seqs: Sequence[list[int]], keep_cache: bool) -> tuple[Any, Any, Any]:
+        """Forward a batch of prompts; returns the model output (last-position logits, and the cache
+        when ``keep_cache``), the attention mask and the position ids of the last step.
+
+        The prefix common to all prompts (when at least ``MIN_SHARED_PREFIX`` tokens) is computed
+        once and its cache copied to every row; the tails are left-padded after it, so padding sits
+        between prefix and tail, masked, and positions still count real tokens only.
+        """
+        import torch
+
+        shared = shared_prefix_len(seqs) if self.share_prefixes and len(seqs) > 1 else 0
+        if shared < MIN_SHARED_PREFIX:
+            ids, mask, positions = self._pad(seqs)
+            out = self.model(input_ids=ids, attention_mask=mask, position_ids=positions,
+                             use_cache=keep_cache, logits_to_keep=1)
+            return out, mask, positions
+        head = torch.tensor([seqs[0][:shared]], dtype=torch.long, device=self.device)
+        out = self.model(input_ids=head, attention_mask=torch.ones_like(head),
+                         position_ids=torch.arange(shared, device=self.device)[None], use_cache=True,
+                         logits_to_keep=1)
+        cache = out.past_key_values
+        cache.batch_repeat_interleave(len(seqs))
+        ids, tail_mask, tail_positions = self._pad([s[shared:] for s in seqs])
+        mask = torch.cat([torch.ones((len(seqs), shared), dtype=tail_mask.dtype, device=self.device),
+                          tail_mask], dim=1)
+        positions = tail_positions + shared
+        out = self.model(input_ids=ids, attention_mask=mask, position_ids=positions,
+                         past_key_values=cache, use_cache=True, logits_to_keep=1)
+        return out, mask, positions
+
+    def batch_order(self, requests: Sequence[Generate | ScoreOptions]) -> list[int]:
+        """The order the engine should cut batches in: prompts sharing a prefix side by side (token
+        ids sorted lexicographically), so a batch holds whole groups, e.g. all verdicts on one
+        sample's contexts."""
+        encoded = [chat.encode_chat(self.tokenizer, req.prompt) for req in requests]
+        return sorted(range(len(requests)), key=lambda i: encoded[i])
+
     # ------------------------------------------------------------------------------------------
     # generate
 
@@ -252,15 +357,8 @@ class TransformersJudge:
             for r in rows
         ]
         closers = self._json_closers() if any(r.stop_at_json_end for r in rows) else frozenset()
-        ids, mask, positions = self._pad([r.ids for r in rows])
         with torch.inference_mode():
-            out = self.model(
-                input_ids=ids,
-                attention_mask=mask,
-                position_ids=positions,
-                use_cache=True,
-                logits_to_keep=1,
-            )
+            out, mask, positions = self._prefill([r.ids for r in rows], keep_cache=True)
             alive = list(range(len(rows)))  # batch position -> row; finished rows leave the batch
             for _ in range(steps):
                 logits = out.logits[:, -1, :].float()
@@ -338,22 +436,22 @@ class TransformersJudge:
 
         option_ids = [self._options(tuple(req.options)) for req in requests]
         prompts = [self._encode(i, req.prompt, room=0) for i, req in enumerate(requests)]
-        results: list[dict[str, float]] = []
-        for start in range(0, len(requests), self.batch_size):
-            chunk = prompts[start : start + self.batch_size]
-            ids, mask, positions = self._pad(chunk)
-            with torch.inference_mode():
-                out = self.model(
-                    input_ids=ids,
-                    attention_mask=mask,
-                    position_ids=positions,
-                    use_cache=False,
-                    logits_to_keep=1,
-                )
+        last: list[Any] = [None] * len(requests)
+        if self.share_prefixes:
+            groups = prefix_groups(prompts, self.batch_size)
+            batches = [g for g in groups if len(g) > 1]
+            singles = [g[0] for g in groups if len(g) == 1]
+        else:
+            batches, singles = [], list(range(len(requests)))
+        batches += [singles[i:i + self.batch_size] for i in range(0, len(singles), self.batch_size)]
+        with torch.inference_mode():
+            for batch in batches:
+                out, _, _ = self._prefill([prompts[i] for i in batch], keep_cache=False)
                 logprobs = torch.log_softmax(out.logits[:, -1, :].float(), dim=-1).cpu()
-            for row, opts in zip(logprobs, option_ids[start : start + len(chunk)]):
-                per_option = {
-                    option: chat.logsumexp(float(row[t]) for t in toks) for option, toks in opts.items()
-                }
-                results.append(chat.normalise_logprobs(per_option))
+                for i, row in zip(batch, logprobs):
+                    last[i] = row
+        results: list[dict[str, float]] = []
+        for row, opts in zip(last, option_ids):
+            per_option = {option: chat.logsumexp(float(row[t]) for t in toks) for option, toks in opts.items()}
+            results.append(chat.normalise_logprobs(per_option))
         return results
