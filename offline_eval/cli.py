@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from offline_eval import __version__
-from offline_eval.cli_models import add_model_arguments
+from offline_eval.cli_models import add_model_arguments, apply_threads
 
 SUBCOMMAND_MODULES = ("offline_eval.runtime.models_cli", "offline_eval.retrieval.cli",
                       "offline_eval.report.cli", "offline_eval.testset.cli", "offline_eval.agreement_cli")
@@ -81,8 +81,6 @@ def add_run_parser(subparsers: Any) -> argparse.ArgumentParser:
     models.add_argument("--device", help="cpu, cuda, cuda:0, ...")
     models.add_argument("--batch-size", type=int, help="batch size of each backend call (HHEM, embedder, "
                                                        "transformers judge)")
-    models.add_argument("--threads", type=int, help="CPU threads for torch (default: torch's choice; on a "
-                                                    "CPU shared with other jobs, 1 is often much faster)")
     out = p.add_argument_group("output")
     out.add_argument("--output", type=Path, help="run folder (default: runs/<dataset name>); rerun to resume")
     out.add_argument("--cache", type=Path, help=f"SQLite cache of model answers (default: {DEFAULT_CACHE})")
@@ -167,9 +165,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
     if not args.dataset:
         raise SystemExit("offline-eval run: --dataset is required (or set dataset in --config)")
-    if args.threads:
-        import torch
-        torch.set_num_threads(args.threads)
+    apply_threads(args)
     mapping = parse_mapping(args.mapping) if args.mapping else None
     samples = read_dataset(args.dataset, mapping, limit=args.limit)
     metrics, aggregate = resolve_metrics(args.metrics)

@@ -27,3 +27,13 @@ def add_model_arguments(group: argparse._ArgumentGroup, *, verifier: bool = True
         group.add_argument("--hhem-tokenizer", help="flan-t5-base folder (tokenizer + config) for HHEM")
     if embedder:
         group.add_argument("--embedder", help="sentence-transformers model folder")
+    group.add_argument("--threads", type=int, help="CPU threads for torch (default: torch's choice; on a "
+                                                   "CPU shared with other jobs, 1 is often much faster)")
+
+
+def apply_threads(args: argparse.Namespace) -> None:
+    """Set torch's CPU thread count from ``--threads`` (torch is imported only when it is given)."""
+    if getattr(args, "threads", None):
+        import torch
+
+        torch.set_num_threads(args.threads)

@@ -278,7 +278,10 @@ def run_from_args(args: Any) -> int:
     import os
 
     from offline_eval.cli import DEFAULT_CACHE, _Progress
+    from offline_eval.cli_models import apply_threads
     from offline_eval.data.readers import parse_mapping, read_dataset
+
+    apply_threads(args)
 
     mapping = parse_mapping(args.mapping) if args.mapping else None
     samples = read_dataset(args.dataset, mapping, limit=args.limit)
