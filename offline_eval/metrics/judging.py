@@ -33,6 +33,7 @@ class JsonAnswer:
     value: Any  # None when unparseable
     problem: str | None
     raw: str
+    raws: tuple[str, ...] = ()  # every output the judge gave, the first answer and its repair
 
 
 def _generate(ask: JsonAsk, settings: EvalSettings, extra: tuple = ()) -> Generate:
@@ -53,7 +54,7 @@ def ask_json_many(asks: Sequence[JsonAsk], settings: EvalSettings) -> Generator[
     for i, (ask, out) in enumerate(zip(asks, outputs)):
         raw = out[0] if out else ""
         value, problem = parse_output(raw, ask.schema or ask.prompt.schema)
-        answers.append(JsonAnswer(value, problem, raw))
+        answers.append(JsonAnswer(value, problem, raw, (raw,)))
         if problem:
             retry.append(i)
     if retry:
@@ -68,10 +69,11 @@ def ask_json_many(asks: Sequence[JsonAsk], settings: EvalSettings) -> Generator[
         for i, out in zip(retry, outputs):
             raw = out[0] if out else ""
             value, problem = parse_output(raw, asks[i].schema or asks[i].prompt.schema)
+            raws = answers[i].raws + (raw,)
             if problem is None:
-                answers[i] = JsonAnswer(value, None, raw)
+                answers[i] = JsonAnswer(value, None, raw, raws)
             else:
-                answers[i] = JsonAnswer(None, f"{answers[i].problem}; after repair: {problem}", raw)
+                answers[i] = JsonAnswer(None, f"{answers[i].problem}; after repair: {problem}", raw, raws)
     return answers
 
 

@@ -20,6 +20,9 @@ class Prompt:
     examples: dict[str, list[tuple[dict[str, Any], Any]]] = field(default_factory=dict)
     example_header: dict[str, str] = field(default_factory=lambda: {
         "en": "Examples:", "zh": "示例："})
+    # True: each example is a user turn and the assistant's reply before the real request (small
+    # chat models otherwise tend to continue an inline example's pattern instead of answering)
+    examples_as_turns: bool = False
 
     def language_of(self, language: str | None) -> str:
         return language if language in self.template else "en"
@@ -32,6 +35,13 @@ class Prompt:
         lang = self.language_of(language)
         body = self.template[lang].format(**values)
         shots = self.examples.get(lang, [])
+        if shots and self.examples_as_turns:
+            turns: list[tuple[str, str]] = [("system", self.system[lang])]
+            for inputs, output in shots:
+                turns.append(("user", self.template[lang].format(**inputs)))
+                turns.append(("assistant", output if isinstance(output, str)
+                              else json.dumps(output, ensure_ascii=False)))
+            return messages(*turns, ("user", body))
         if shots:
             blocks = []
             for inputs, output in shots:

@@ -9,9 +9,9 @@ Two groups:
   own JSON slot (or is read from option probabilities), so an analysis that mentions "wrong" never
   changes the verdict.
 * test-set generation (RAGEval's schema -> configuration -> document -> question/reference/answer
-  -> key points pipeline): schema summary, configuration (facts) of a document, a synthetic
-  configuration and document, questions of the seven types, verbatim reference extraction and
-  answer refinement (after RAGEval's ``reference_refinement_prompt.jsonl``).
+  -> key points pipeline): schema summary, a synthetic configuration and document, and one
+  question prompt per type that turns evidence sentences picked by the code into one question and
+  its answer (the references are those sentences, see :mod:`offline_eval.testset.pipeline`).
 """
 
 from __future__ import annotations
@@ -166,23 +166,9 @@ TS_SCHEMA = register(Prompt(
             "name": {"type": "string"}, "description": {"type": "string"}}}}}},
 ))
 
-TS_CONFIG = register(Prompt(
-    name="rageval_ts_config",
-    system=JSON_ONLY,
-    template={
-        "en": ("Fill in the configuration of the document below: for each schema field that the document "
-               "covers, give the value exactly as the document states it (names, dates, numbers, "
-               "events). Skip fields the document does not cover. At most 15 facts.\n"
-               "Schema:\n{schema}\nDocument:\n{document}\n"
-               'JSON: {{"facts": [{{"field": "...", "value": "..."}}]}}'),
-        "zh": ("为下面的文档填写配置：对文档涉及的每个模式字段，按文档原样给出取值（名称、日期、数字、事件）。"
-               "跳过文档没有涉及的字段。最多 15 条。\n模式：\n{schema}\n文档：\n{document}\n"
-               'JSON：{{"facts": [{{"field": "...", "value": "..."}}]}}'),
-    },
-    schema={"type": "object", "required": ["facts"], "properties": {"facts": {
-        "type": "array", "items": {"type": "object", "required": ["field", "value"], "properties": {
-            "field": {"type": "string"}, "value": {"type": ["string", "number"]}}}}}},
-))
+_FACTS_SCHEMA = {"type": "object", "required": ["facts"], "properties": {"facts": {
+    "type": "array", "items": {"type": "object", "required": ["field", "value"], "properties": {
+        "field": {"type": "string"}, "value": {"type": ["string", "number"]}}}}}}
 
 TS_SYNTH_CONFIG = register(Prompt(
     name="rageval_ts_synth_config",
@@ -196,7 +182,7 @@ TS_SYNTH_CONFIG = register(Prompt(
                "使用这些固定取值：{fixed}。\n模式：\n{schema}\n"
                'JSON：{{"facts": [{{"field": "...", "value": "..."}}]}}'),
     },
-    schema=TS_CONFIG.schema,
+    schema=_FACTS_SCHEMA,
 ))
 
 TS_SYNTH_DOC = register(Prompt(
@@ -212,93 +198,157 @@ TS_SYNTH_DOC = register(Prompt(
     },
 ))
 
-# One instruction per question type (RAGEval Table 6), used inside TS_QUESTIONS.
-TYPE_INSTRUCTIONS: dict[str, dict[str, str]] = {
+# One question per judge call, written from evidence sentences the code picked out of the
+# document(s) for the type (offline_eval/testset/evidence.py): the references are those sentences,
+# verbatim by construction, and the judge only turns two or three sentences into a question and its
+# answer, in flat JSON, which even a 0.5B model does reliably. One prompt per type (RAGEval Table 6),
+# each with one worked example.
+_QUESTION_SYSTEM = {
+    "en": "You write questions that test a document search system. Reply with JSON only, exactly in the format asked for.",
+    "zh": "你负责为文档检索系统编写测试问题。只用 JSON 回答，严格按照要求的格式。",
+}
+_QUESTION_SCHEMA = {"type": "object", "required": ["question", "answer"], "properties": {
+    "question": {"type": "string"}, "answer": {"type": "string"}}}
+_UNANSWERABLE_SCHEMA = {"type": "object", "required": ["question"], "properties": {
+    "question": {"type": "string"}, "answer": {"type": "string"}}}
+
+_TASKS: dict[str, dict[str, str]] = {
     "factual": {
-        "en": "factual questions: each has a single precise answer (a name, number, date, place or entity) stated in the document",
-        "zh": "事实类问题：每个问题有唯一、精确的答案（名称、数字、日期、地点或实体），答案在文档中明确写出",
+        "en": ("Write one factual question whose answer is a specific fact (a name, number, date or place) "
+               "stated in the sentence, and its short answer taken from the sentence."),
+        "zh": "根据句子写一个事实类问题，答案是句子中明确写出的具体事实（名称、数字、日期或地点），并给出取自句子的简短答案。",
     },
     "multi_hop": {
-        "en": "multi-hop reasoning questions: answering needs two or more facts of the document combined by reasoning (e.g. an event, then its cause or consequence)",
-        "zh": "多跳推理问题：需要把文档中两个或更多事实通过推理联系起来才能回答（例如某事件及其原因或后果）",
+        "en": ("Write one multi-hop question that can only be answered by combining BOTH sentences (for "
+               "example an event in one and its date, cause or result in the other), and its answer."),
+        "zh": "写一个多跳推理问题，必须把两个句子的信息结合起来才能回答（例如一句中的事件和另一句中的日期、原因或结果），并给出答案。",
     },
     "summary": {
-        "en": "summary questions: ask to summarise several related facts of the document (e.g. all major events or measures of one topic); the answer covers each of them",
-        "zh": "总结类问题：要求总结文档中同一主题的多条相关事实（例如某方面的所有重大事件或措施），答案覆盖每一条",
+        "en": ("Write one question that asks to summarise what the sentences say about their common topic, "
+               "and an answer that summarises every sentence in one or two sentences."),
+        "zh": "写一个总结类问题，要求总结这些句子关于同一主题的内容，并给出用一两句话概括每个句子的答案。",
     },
     "multi_doc": {
-        "en": "multi-document information integration questions: one question whose answer needs information from BOTH documents (a common point, e.g. what each did on the same topic); no double questions",
-        "zh": "多文档信息整合问题：一个问题，回答需要同时用到两篇文档的信息（共同点，例如两者在同一主题上各自做了什么）；不要把两个问题合成一个",
+        "en": ("The two sentences come from two different documents. Write one question that needs "
+               "information from both documents (for example what each of them did or reported), and an "
+               "answer that uses both sentences."),
+        "zh": "两个句子来自两篇不同的文档。写一个需要同时用到两篇文档信息的问题（例如两者各自做了什么或报告了什么），并给出用到两个句子的答案。",
     },
     "numeric": {
-        "en": "numerical comparison questions: compare two amounts or quantities stated in the documents (which is larger/smaller, by how much); the answer gives both numbers and the conclusion",
-        "zh": "数值比较问题：比较文档中的两个金额或数量（哪个更大/更小、相差多少）；答案给出两个数值和结论",
+        "en": ("Write one question that compares two numbers or amounts stated in the sentences (which one "
+               "is larger or smaller, or by how much), and an answer that gives both numbers and the "
+               "conclusion."),
+        "zh": "写一个数值比较问题，比较句子中的两个数字或金额（哪个更大或更小、相差多少），答案给出两个数值和结论。",
     },
     "temporal": {
-        "en": "time-sequence questions: ask which of two events happened earlier or later, or their order; the answer gives both dates and the conclusion",
-        "zh": "时间序列问题：询问两个事件哪个更早或更晚、或它们的先后顺序；答案给出两个日期和结论",
+        "en": ("Write one question about the order in time of two events in the sentences (which one "
+               "happened first or later), and an answer that gives both dates and the conclusion."),
+        "zh": "写一个时间序列问题，询问句子中两个事件的先后顺序（哪个更早或更晚），答案给出两个日期和结论。",
     },
     "unanswerable": {
-        "en": "unanswerable questions: plausible questions about the same subject whose answer the document does NOT contain (e.g. a year, figure or event it never mentions); the answer is \"Unable to answer\"",
-        "zh": "无关无解问题：关于同一主题、看似合理但文档中没有答案的问题（例如文档从未提到的年份、数字或事件）；答案为“无法回答”",
+        "en": ("Write one question about the same subject that sounds reasonable but that the document does "
+               "NOT answer: ask for a detail it never gives (for example a person's age, a figure of another "
+               "year, or a reason it does not state)."),
+        "zh": "写一个关于同一主题、看似合理但文档没有给出答案的问题：询问文档从未提到的细节（例如某人的年龄、另一年份的数字或文档没有说明的原因）。",
     },
 }
 
-TS_QUESTIONS = register(Prompt(
-    name="rageval_ts_questions",
-    system=JSON_ONLY,
-    template={
-        "en": ("Write {count} {instruction}. Use the configuration (key facts) and the document text. "
-               "Each question must be clear, specific and answerable on its own (name the company, "
-               "court, patient ... it is about); the answer must come from the text. Write in English.\n"
-               "Configuration:\n{facts}\nDocument text:\n{document}\n"
-               'JSON: {{"questions": [{{"question": "...", "answer": "..."}}]}}'),
-        "zh": ("写出 {count} 个{instruction}。根据配置（关键事实）和文档正文出题。每个问题必须清楚、具体，单独成立"
-               "（写明所指的公司、法院、患者等）；答案必须来自正文。用中文写。\n"
-               "配置：\n{facts}\n文档正文：\n{document}\n"
-               'JSON：{{"questions": [{{"question": "...", "answer": "..."}}]}}'),
-    },
-    schema={"type": "object", "required": ["questions"], "properties": {"questions": {
-        "type": "array", "items": {"type": "object", "required": ["question", "answer"], "properties": {
-            "question": {"type": "string"}, "answer": {"type": "string"}}}}}},
-))
+_RULES = {
+    "en": "The question must name who or what it is about and must not copy a sentence. Write in English.",
+    "zh": "问题必须写明所指的对象（公司、法院、人物等），不要照抄句子。用中文写。",
+}
 
-TS_REFERENCES = register(Prompt(
-    name="rageval_ts_references",
-    system=JSON_ONLY,
-    template={
-        "en": ("Find the references of the question in the document: copy, character for character, "
-               "every sentence of the document that the answer relies on. Do not paraphrase, shorten, "
-               "translate or join sentences; copy whole sentences exactly as written. If no sentence "
-               "supports the answer, return an empty list.\n"
-               "Question: {question}\nAnswer: {answer}\nDocument:\n{document}\n"
-               'JSON: {{"references": ["...", "..."]}}'),
-        "zh": ("在文档中找出该问题的参考片段：逐字复制回答所依据的每一个句子。不要改写、缩短、翻译或拼接句子；"
-               "按原文完整复制整句。如果没有句子支持该回答，返回空列表。\n"
-               "问题：{question}\n答案：{answer}\n文档：\n{document}\n"
-               'JSON：{{"references": ["...", "..."]}}'),
+# type -> language -> (subject, sentences, output)
+_EXAMPLES: dict[str, dict[str, tuple[str, str, dict[str, str]]]] = {
+    "factual": {
+        "en": ("Acme Corp", "[1] In March 2019 Acme Corp acquired Beta Ltd for 120 million euros.",
+               {"question": "How much did Acme Corp pay for Beta Ltd in March 2019?",
+                "answer": "120 million euros."}),
+        "zh": ("华夏娱乐有限公司", "[1] 2017年2月，华夏娱乐有限公司以1.2亿元收购了草莓文化传媒有限公司。",
+               {"question": "华夏娱乐有限公司在2017年2月以多少钱收购了草莓文化传媒有限公司？", "answer": "1.2亿元。"}),
     },
-    schema={"type": "object", "required": ["references"],
-            "properties": {"references": {"type": "array", "items": {"type": "string"}}}},
-))
+    "multi_hop": {
+        "en": ("Acme Corp", "[1] In March 2019 Acme Corp acquired Beta Ltd.\n"
+                            "[2] The acquisition doubled Acme's production capacity.",
+               {"question": "What did the company Acme Corp acquired in March 2019 do to Acme's production capacity?",
+                "answer": "Acme Corp acquired Beta Ltd in March 2019, and the acquisition doubled its production capacity."}),
+        "zh": ("华夏娱乐有限公司", "[1] 2017年2月，华夏娱乐有限公司收购了草莓文化传媒有限公司。\n[2] 这次收购使公司的市场份额提高了一倍。",
+               {"question": "华夏娱乐有限公司在2017年2月进行的收购对其市场份额有什么影响？",
+                "answer": "华夏娱乐有限公司于2017年2月收购了草莓文化传媒有限公司，这次收购使其市场份额提高了一倍。"}),
+    },
+    "summary": {
+        "en": ("Acme Corp", "[1] In 2019 Acme Corp acquired Beta Ltd.\n[2] In 2020 Acme opened a factory in Lyon.\n"
+                            "[3] In 2021 Acme issued 50 million euros of bonds.",
+               {"question": "Summarise the major events of Acme Corp from 2019 to 2021.",
+                "answer": "Acme Corp acquired Beta Ltd in 2019, opened a factory in Lyon in 2020 and issued "
+                          "50 million euros of bonds in 2021."}),
+        "zh": ("华夏娱乐有限公司", "[1] 2017年，华夏娱乐有限公司收购了草莓文化传媒。\n[2] 2018年，公司在上海开设了新工厂。\n"
+                               "[3] 2019年，公司发行了5000万元债券。",
+               {"question": "请总结华夏娱乐有限公司2017年至2019年的重大事件。",
+                "answer": "华夏娱乐有限公司2017年收购了草莓文化传媒，2018年在上海开设新工厂，2019年发行了5000万元债券。"}),
+    },
+    "multi_doc": {
+        "en": ("Acme Corp; Zeta Inc", "[1] (Acme Corp) In 2020 Acme Corp opened a factory in Lyon.\n"
+                                      "[2] (Zeta Inc) In 2021 Zeta Inc opened an office in Oslo.",
+               {"question": "Which new sites did Acme Corp and Zeta Inc open?",
+                "answer": "Acme Corp opened a factory in Lyon in 2020, and Zeta Inc opened an office in Oslo in 2021."}),
+        "zh": ("华夏娱乐有限公司；顶级购物中心", "[1] （华夏娱乐有限公司）2017年，华夏娱乐有限公司在上海开设了新工厂。\n"
+                                         "[2] （顶级购物中心）2018年，顶级购物中心在北京开设了分店。",
+               {"question": "华夏娱乐有限公司和顶级购物中心分别开设了什么新场所？",
+                "answer": "华夏娱乐有限公司2017年在上海开设了新工厂，顶级购物中心2018年在北京开设了分店。"}),
+    },
+    "numeric": {
+        "en": ("Acme Corp", "[1] Acme's revenue in 2020 was 500 million euros.\n"
+                            "[2] Acme's revenue in 2021 was 650 million euros.",
+               {"question": "Was Acme Corp's revenue larger in 2020 or in 2021, and by how much?",
+                "answer": "In 2021: 650 million euros against 500 million euros in 2020, 150 million euros more."}),
+        "zh": ("华夏娱乐有限公司", "[1] 2020年，华夏娱乐有限公司的营业收入为5亿元。\n[2] 2021年，公司的营业收入为6.5亿元。",
+               {"question": "华夏娱乐有限公司2020年和2021年哪一年的营业收入更高？高出多少？",
+                "answer": "2021年更高：6.5亿元，比2020年的5亿元高出1.5亿元。"}),
+    },
+    "temporal": {
+        "en": ("Acme Corp", "[1] In March 2019 Acme Corp acquired Beta Ltd.\n[2] In June 2020 Acme opened a factory in Lyon.",
+               {"question": "Which happened first: Acme Corp's acquisition of Beta Ltd or the opening of its Lyon factory?",
+                "answer": "The acquisition of Beta Ltd, in March 2019; the Lyon factory opened in June 2020."}),
+        "zh": ("华夏娱乐有限公司", "[1] 2017年2月，华夏娱乐有限公司收购了草莓文化传媒。\n[2] 2018年6月，公司在上海开设了新工厂。",
+               {"question": "华夏娱乐有限公司收购草莓文化传媒和在上海开设新工厂，哪件事更早？",
+                "answer": "收购草莓文化传媒更早，发生在2017年2月；上海新工厂于2018年6月开设。"}),
+    },
+    "unanswerable": {
+        "en": ("Acme Corp", "[1] In March 2019 Acme Corp acquired Beta Ltd for 120 million euros.",
+               {"question": "How many employees did Beta Ltd have when Acme Corp acquired it?"}),
+        "zh": ("华夏娱乐有限公司", "[1] 2017年2月，华夏娱乐有限公司以1.2亿元收购了草莓文化传媒有限公司。",
+               {"question": "草莓文化传媒有限公司被收购时有多少名员工？"}),
+    },
+}
 
-TS_REFINE = register(Prompt(
-    name="rageval_ts_refine",
-    system=JSON_ONLY,
-    template={
-        "en": ("Refine the draft answer against the references: keep what they support, correct what "
-               "they contradict, drop what they do not support, and add what the question needs from "
-               "them. One to three sentences, in the question's language.\n"
-               "Question: {question}\nDraft answer: {answer}\nReferences:\n{references}\n"
-               'JSON: {{"answer": "..."}}'),
-        "zh": ("根据参考片段修订草稿答案：保留有依据的内容，改正与参考矛盾的内容，删去没有依据的内容，并补充问题需要的信息。"
-               "一到三句，使用问题的语言。\n"
-               "问题：{question}\n草稿答案：{answer}\n参考片段：\n{references}\n"
-               'JSON：{{"answer": "..."}}'),
-    },
-    schema={"type": "object", "required": ["answer"], "properties": {"answer": {"type": "string"}}},
-))
+
+def _question_prompt(qtype: str) -> Prompt:
+    # The answer comes first: a small model that starts with the question tends to copy a sentence
+    # into it; started with the answer, it copies the sentence there and then asks for it.
+    fields = '"question": "..."' if qtype == "unanswerable" else '"answer": "...", "question": "..."'
+    templates = {
+        "en": (_TASKS[qtype]["en"] + " " + _RULES["en"] + "\nDocument: {subject}\nSentences:\n{sentences}\n"
+               "JSON: {{" + fields + "}}"),
+        "zh": (_TASKS[qtype]["zh"] + _RULES["zh"] + "\n文档：{subject}\n句子：\n{sentences}\n"
+               "JSON：{{" + fields + "}}"),
+    }
+    examples = {}
+    for lang in ("en", "zh"):
+        subject, shown, output = _EXAMPLES[qtype][lang]
+        ordered = {k: output[k] for k in ("answer", "question") if k in output}
+        examples[lang] = [({"subject": subject, "sentences": shown}, ordered)]
+    return register(Prompt(
+        name=f"rageval_ts_question_{qtype}",
+        system=_QUESTION_SYSTEM,
+        template=templates,
+        schema=_UNANSWERABLE_SCHEMA if qtype == "unanswerable" else _QUESTION_SCHEMA,
+        examples=examples,
+        examples_as_turns=True,
+    ))
+
+
+TS_QUESTION: dict[str, Prompt] = {qtype: _question_prompt(qtype) for qtype in _TASKS}
 
 __all__ = ["LABELS", "LABEL_LETTERS", "UNABLE", "UNABLE_ANSWER", "KEYPOINTS", "KEYPOINT_LABELS",
-           "KEYPOINT_OPTION", "TS_SCHEMA", "TS_CONFIG", "TS_SYNTH_CONFIG", "TS_SYNTH_DOC",
-           "TYPE_INSTRUCTIONS", "TS_QUESTIONS", "TS_REFERENCES", "TS_REFINE"]
+           "KEYPOINT_OPTION", "TS_SCHEMA", "TS_SYNTH_CONFIG", "TS_SYNTH_DOC", "TS_QUESTION"]

@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from offline_eval.cli_models import add_model_arguments
+from offline_eval.cli_models import add_model_arguments, apply_threads
 from offline_eval.testset import QUESTION_TYPES
 
 DEFAULT_CACHE = Path("~/.cache/offline-eval/cache.sqlite")
@@ -25,8 +25,10 @@ examples:
       --profile cpu --out testset.jsonl
   offline-eval run --dataset testset.jsonl --metrics completeness,hallucination,irrelevance ...
 
-Rows: id, question, ground_truth, reference_contexts (copied verbatim from the documents), keypoints,
-language, query_type, doc_ids. Model answers are cached: rerunning the same command resumes.
+Rows: id, question, ground_truth, reference_contexts (sentences of the documents, verbatim), keypoints,
+language, query_type, doc_ids. Each question is written by the judge from sentences picked for its type;
+a rejected answer is retried on other sentences (--attempts) and kept, raw, in <out>.rejected.jsonl.
+Model answers are cached: rerunning the same command resumes.
 """
 
 
@@ -58,8 +60,9 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
     p = subparsers.add_parser(
         "generate", help="generate a RAGEval-style test set (questions, verbatim references, key points)",
         description="Generate question / reference / answer / key-point rows of seven types from your "
-                    "documents with a local judge model: schema -> configurations -> questions -> "
-                    "verbatim references -> refined answers -> key points.",
+                    "documents with a local judge model: evidence sentences picked per type -> one question "
+                    "and answer per judge call -> verbatim references -> key points (with "
+                    "--synthesize-docs, new documents from a schema and configurations first).",
         epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--docs", type=Path, required=True,
                    help="folder of .txt/.md files, or a JSONL of {id|doc_id, text|content, language?}")
@@ -76,10 +79,9 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
                    help="write new synthetic documents from the documents' schema and ask about those "
                         "(they are saved next to --out as <name>.docs.jsonl); default: use yours as they are")
     p.add_argument("--num-docs", type=_positive, help="synthetic documents to write (default: as many as given, >= 2)")
-    p.add_argument("--max-doc-chars", type=_positive, default=4000,
-                   help="document text shown in one prompt; longer documents are shown in windows (default 4000)")
-    p.add_argument("--questions-per-call", type=_positive, default=4, help="questions asked per judge call (default 4)")
-    p.add_argument("--max-tokens", type=_positive, default=768, help="longest judge output, in tokens (default 768)")
+    p.add_argument("--attempts", type=_positive, default=3,
+                   help="evidence sentences tried per question before it is given up (default 3)")
+    p.add_argument("--max-tokens", type=_positive, default=384, help="longest judge output, in tokens (default 384)")
     p.add_argument("--seed", type=int, default=0, help="seed of the rule-based values of synthetic documents")
     models = p.add_argument_group("models (as for `offline-eval run`)")
     add_model_arguments(models, verifier=False, embedder=False)
@@ -88,6 +90,9 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
     out = p.add_argument_group("output")
     out.add_argument("--cache", type=Path, help=f"SQLite cache of model answers (default: {DEFAULT_CACHE})")
     out.add_argument("--no-cache", action="store_true", help="keep model answers in memory only")
+    out.add_argument("--rejected", type=Path,
+                     help="where to write the judge answers that were rejected, raw, with the reason "
+                          "(default: <out name>.rejected.jsonl next to --out; written when there are any)")
     out.add_argument("--quiet", action="store_true", help="no progress bars")
     p.set_defaults(func=cmd_generate)
     return p
@@ -120,6 +125,7 @@ def cmd_generate(args: argparse.Namespace) -> int:
     from offline_eval.runtime.profiles import load_profile
     from offline_eval.testset.pipeline import GenerateOptions, generate_testset, source_docs
 
+    apply_threads(args)
     documents = load_corpus(args.docs, filters=dict(args.filters) or None)
     if args.max_docs:
         documents = documents[: args.max_docs]
@@ -146,8 +152,7 @@ def cmd_generate(args: argparse.Namespace) -> int:
 
     options = GenerateOptions(n=args.n, types=tuple(args.types), language=args.language,
                               synthesize_docs=args.synthesize_docs, num_docs=args.num_docs,
-                              max_doc_chars=args.max_doc_chars, questions_per_call=args.questions_per_call,
-                              max_tokens=args.max_tokens, seed=args.seed,
+                              attempts=args.attempts, max_tokens=args.max_tokens, seed=args.seed,
                               context_tokens=_context_tokens(profile))
     engine = Engine(models, cache, progress=None if args.quiet else _stage_bar)
     args.out.parent.mkdir(parents=True, exist_ok=True)
@@ -180,11 +185,19 @@ def cmd_generate(args: argparse.Namespace) -> int:
                 handle.write(json.dumps({"id": d.id, "text": d.text, "language": d.language, "domain": d.kind},
                                         ensure_ascii=False) + "\n")
         print(f"synthetic documents: {docs_path}", file=sys.stderr)
-    _print_report(result, options, args.out)
+    rejected_path = args.rejected or args.out.with_name(args.out.stem + ".rejected.jsonl")
+    if result.rejected:
+        rejected_path.parent.mkdir(parents=True, exist_ok=True)
+        with open(rejected_path, "w", encoding="utf-8") as handle:
+            for item in result.rejected:
+                handle.write(json.dumps(item, ensure_ascii=False) + "\n")
+    elif rejected_path.exists():
+        rejected_path.unlink()  # a stale file of an earlier run would mislead
+    _print_report(result, options, args.out, rejected_path if result.rejected else None)
     return 0 if result.rows else 1
 
 
-def _print_report(result: Any, options: Any, out: Path) -> None:
+def _print_report(result: Any, options: Any, out: Path, rejected_path: Path | None) -> None:
     from collections import Counter
 
     by_type = Counter(row["query_type"] for row in result.rows)
@@ -195,7 +208,9 @@ def _print_report(result: Any, options: Any, out: Path) -> None:
     print(f"references dropped as not verbatim in their document: {not_verbatim}")
     others = {k: v for k, v in sorted(result.drops.items()) if k != "reference_not_verbatim"}
     if others:
-        print("dropped or noted: " + ", ".join(f"{k}={v}" for k, v in others.items()))
+        print("rejected or given up: " + ", ".join(f"{k}={v}" for k, v in others.items()))
+    if rejected_path:
+        print(f"rejected judge answers, raw, with their reasons: {rejected_path}")
 
 
 if __name__ == "__main__":  # pragma: no cover

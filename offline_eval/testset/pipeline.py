@@ -1,23 +1,27 @@
 """The test-set generation pipeline, as engine tasks.
 
-One task per *slot*: a question type, the document(s) it is asked about and how many questions to
-ask. Every task walks the same stages, so the engine batches each stage across all slots:
+One task per *slot*: one question of one type about one document (two for multi-document
+questions). Every task walks the same stages, so the engine batches each stage across all slots:
 
-1. schema of the documents' kind, summarised from a few of them (one request, shared by all tasks);
-2. configuration (key facts) of each document of the slot (shared by every slot of that document);
-3. questions and draft answers of the slot's type, from the configuration and the document text;
-4. references: the judge copies the supporting sentences; each is checked to occur verbatim in a
-   document of the slot (whitespace aside) and dropped otherwise; a question left without a
-   reference is dropped;
-5. the answer refined against its references;
-6. key points of the refined answer.
+1. evidence: the code picks the sentences the question is to be written from, by type
+   (:mod:`offline_eval.testset.evidence`); they are spans of the document, hence verbatim;
+2. question and answer: the judge turns the numbered evidence sentences into one question of the
+   type and its answer, as flat JSON (``{"question": ..., "answer": ...}``), after one worked example;
+   an unusable answer (unreadable, empty, in the wrong language, a copied sentence) is rejected with
+   its reason and raw text, and the slot tries again on other evidence (``attempts`` in all);
+3. references: the evidence sentences, checked once more to occur verbatim in their document;
+4. key points of the answer (the answer itself when the judge's key points are unreadable).
 
-Unanswerable questions skip 4-6: their answer is "Unable to answer" and their single key point too.
-With ``synthesize_docs`` a first pass writes new documents from the schema (configurations with
-rule-based dates and numbers, free text by the judge) and the pipeline runs on those.
+Unanswerable questions keep no reference: their answer is "Unable to answer" and their single key
+point too. With ``synthesize_docs`` a first pass writes new documents from a schema summarised from
+the documents (configurations with rule-based dates and numbers, free text by the judge) and the
+pipeline runs on those.
 
-Nothing a small model writes can crash it: every unreadable or unusable answer is dropped and
-counted under a reason.
+Why evidence first (RAGEval asks for questions from a configuration, then for references copied by
+the judge): a small judge copies sentences unreliably and loses its way in a long document, while
+turning two given sentences into a question is within its reach; the references are then the
+document's own text by construction. Nothing a small model writes can crash the pipeline: every
+rejected answer is counted under a reason and kept, raw, in ``GenerationResult.rejected``.
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ from __future__ import annotations
 import hashlib
 import json
 import random
+import re
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, Callable, Generator, Sequence
@@ -32,19 +37,21 @@ from typing import Any, Callable, Generator, Sequence
 from offline_eval.engine.executor import Engine, Task
 from offline_eval.engine.requests import Generate, Sampling
 from offline_eval.metrics.base import Score
-from offline_eval.metrics.judging import JsonAsk, ask_json, ask_json_many, parallel
+from offline_eval.metrics.judging import JsonAnswer, JsonAsk, ask_json
 from offline_eval.metrics.keypoints import clean_keypoints
 from offline_eval.metrics.settings import EvalSettings
 from offline_eval.prompts.rageval import (
-    KEYPOINTS, TS_CONFIG, TS_QUESTIONS, TS_REFERENCES, TS_REFINE, TS_SCHEMA, TS_SYNTH_CONFIG, TS_SYNTH_DOC,
-    TYPE_INSTRUCTIONS, UNABLE, UNABLE_ANSWER,
+    KEYPOINTS, TS_QUESTION, TS_SCHEMA, TS_SYNTH_CONFIG, TS_SYNTH_DOC, UNABLE, UNABLE_ANSWER,
 )
 from offline_eval.testset import QUESTION_TYPES
+from offline_eval.testset.evidence import Sentence, candidates, copies, pick, unused
 from offline_eval.testset.verbatim import locate, normalise_space
 from offline_eval.text import detect_language, normalize_language
 
 PAIR_TYPES = frozenset({"multi_doc"})  # need two documents
-PAIR_PREFERRED = frozenset({"numeric", "temporal"})  # two documents when there are, else within one
+PAIR_PREFERRED = frozenset({"numeric", "temporal"})  # across two documents of the same kind when there are
+_CJK = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]")
+_TITLE_FIELDS = ("title", "name", "company_name", "court_name", "hospital_patient_name", "subject")
 
 
 @dataclass
@@ -56,6 +63,18 @@ class SourceDoc:
     language: str
     kind: str = ""  # e.g. the JSONL's domain; tells the schema and synthetic documents what they are
     facts: list[dict[str, str]] | None = None  # known configuration (synthetic documents)
+    title: str = ""  # what the document is about (a company, a court ...), shown with its sentences
+
+    @property
+    def subject(self) -> str:
+        """The title, else the document's first line of prose (cut to 100 characters)."""
+        if self.title:
+            return self.title
+        for line in self.text.splitlines():
+            line = line.strip().strip("*#-_ ").strip()
+            if len(line) >= 3:
+                return line if len(line) <= 100 else line[:100].rsplit(" ", 1)[0] + " ..."
+        return self.id
 
 
 @dataclass
@@ -65,24 +84,22 @@ class GenerateOptions:
     language: str | None = None  # force the questions' language; else each document's
     synthesize_docs: bool = False
     num_docs: int | None = None  # synthetic documents to write (default: as many as the seeds, >= 2)
-    max_doc_chars: int = 4000  # document text shown per prompt (a window of longer documents)
+    attempts: int = 3  # evidence sets tried per question before giving it up
     schema_docs: int = 3
     schema_doc_chars: int = 1500
-    questions_per_call: int = 4
-    max_tokens: int = 768
+    max_tokens: int = 384
     doc_max_tokens: int = 1024
     seed: int = 0
     min_reference_chars: dict[str, int] = field(default_factory=lambda: {"en": 12, "zh": 6})
     context_tokens: int | None = None  # the judge's context length, when known: prompts are cut to fit
 
     def fit_context(self) -> None:
-        """Shrink the document windows so every prompt fits ``context_tokens`` (a too-long prompt
-        fails the backend's whole batch). Counts one token per character, which holds for Chinese and
-        over-reserves for English; 900 tokens stay free for instructions and facts."""
+        """Shrink the document excerpts of the schema prompt so it fits ``context_tokens`` (a too-long
+        prompt fails the backend's whole batch). Counts one token per character, which holds for
+        Chinese and over-reserves for English; 900 tokens stay free for the instructions."""
         if not self.context_tokens:
             return
         budget = max(300, self.context_tokens - self.max_tokens - 900)
-        self.max_doc_chars = min(self.max_doc_chars, budget)
         self.schema_doc_chars = min(self.schema_doc_chars, max(100, budget // max(1, self.schema_docs)))
 
 
@@ -90,9 +107,7 @@ class GenerateOptions:
 class Slot:
     qtype: str
     docs: list[SourceDoc]
-    count: int
-    part: int = 0  # which window of the document(s) this call sees
-    parts: int = 1
+    number: int = 0  # the number-th question of this type on these documents: picks its evidence
 
     @property
     def language(self) -> str:
@@ -102,10 +117,11 @@ class Slot:
 @dataclass
 class GenerationResult:
     rows: list[dict[str, Any]]
-    drops: Counter
+    drops: Counter  # rejected judge answers and given-up questions, by reason
     messages: list[str]
     documents: list[SourceDoc]
     stats: dict[str, Any]
+    rejected: list[dict[str, Any]] = field(default_factory=list)  # each rejected answer, raw text included
 
 
 # --------------------------------------------------------------------------------- planning
@@ -122,23 +138,26 @@ def plan_slots(docs: Sequence[SourceDoc], options: GenerateOptions) -> tuple[lis
         return [], messages
     per_type = {t: options.n // len(types) + (1 if i < options.n % len(types) else 0) for i, t in enumerate(types)}
     pairs = _pairs(docs)
+    same_kind = [p for p in pairs if p[0].kind == p[1].kind]
     slots: list[Slot] = []
     for t_index, qtype in enumerate(types):
         wanted = per_type[qtype]
         if not wanted:
             continue
-        groups = [list(p) for p in pairs] if (qtype in PAIR_TYPES or (qtype in PAIR_PREFERRED and pairs)) \
-            else [[d] for d in docs]
+        if qtype in PAIR_TYPES:
+            groups = [list(p) for p in pairs]
+        elif qtype in PAIR_PREFERRED and same_kind:
+            groups = [list(p) for p in same_kind]
+        else:
+            groups = [[d] for d in docs]
+        groups = [g for g in groups if candidates(qtype, [d.text for d in g])]
+        if not groups:
+            messages.append(f"skipping {qtype}: no document has sentences for it")
+            continue
         # rotate the starting group per type so few questions still spread over the documents
         groups = groups[t_index % len(groups):] + groups[:t_index % len(groups)]
-        counts = [wanted // len(groups) + (1 if i < wanted % len(groups) else 0) for i in range(len(groups))]
-        for group, count in zip(groups, counts):
-            if not count:
-                continue
-            parts = -(-count // max(1, options.questions_per_call))
-            for part in range(parts):
-                share = count // parts + (1 if part < count % parts else 0)
-                slots.append(Slot(qtype, group, share, part, parts))
+        for i in range(wanted):
+            slots.append(Slot(qtype, groups[i % len(groups)], i // len(groups)))
     return slots, messages
 
 
@@ -206,142 +225,122 @@ def schema_step(seeds: Sequence[SourceDoc], language: str, options: GenerateOpti
     return "\n".join(lines)
 
 
-def config_step(doc: SourceDoc, schema: str, language: str, options: GenerateOptions,
-                settings: EvalSettings) -> Generator[Any, Any, list[dict[str, str]] | None]:
-    """The document's configuration (key facts); None when unreadable."""
-    if doc.facts is not None:
-        return doc.facts
-        yield  # pragma: no cover
-    got = yield from ask_json(JsonAsk(TS_CONFIG, language, {
-        "schema": schema or "-", "document": window(doc.text, 0, 1, options.max_doc_chars)}), settings)
-    return None if got.value is None else _clean_facts(got.value)
+def show_evidence(evidence: Sequence[Sentence], docs: Sequence[SourceDoc]) -> tuple[str, str]:
+    """(subject, numbered sentences) as the question prompt shows them; sentences of two documents
+    are labelled with their document's subject."""
+    used = sorted({s.doc for s in evidence})
+    if len(used) == 1:
+        subject = docs[used[0]].subject
+        lines = [f"[{i + 1}] {normalise_space(s.text)}" for i, s in enumerate(evidence)]
+    else:
+        subject = "; ".join(docs[d].subject for d in used)
+        lines = [f"[{i + 1}] ({docs[s.doc].subject}) {normalise_space(s.text)}" for i, s in enumerate(evidence)]
+    return subject, "\n".join(lines)
 
 
 class SlotTask:
-    """The generator of one slot; returns a Score whose metadata holds the rows and the drops."""
+    """The generator of one slot; returns a Score whose metadata holds its row, drops and rejections."""
 
-    def __init__(self, slot: Slot, seeds: dict[str, list[SourceDoc]], options: GenerateOptions,
-                 settings: EvalSettings) -> None:
-        self.slot, self.seeds, self.options, self.settings = slot, seeds, options, settings
+    def __init__(self, slot: Slot, options: GenerateOptions, settings: EvalSettings) -> None:
+        self.slot, self.options, self.settings = slot, options, settings
         self.drops: Counter = Counter()
+        self.rejected: list[dict[str, Any]] = []
 
     def language(self) -> str:
         return self.options.language or self.slot.language
 
     def run(self) -> Generator[Any, Any, Score]:
-        slot, options, settings, lang = self.slot, self.options, self.settings, self.language()
-        schemas = yield from parallel(*[schema_step(self.seeds[d.language], d.language, options, settings)
-                                        for d in slot.docs])
-        configs = yield from parallel(*[config_step(d, s, d.language, options, settings)
-                                        for d, s in zip(slot.docs, schemas)])
-        config_failed = [d.id for d, c in zip(slot.docs, configs) if c is None]
-        share = max(1, options.max_doc_chars // len(slot.docs))
-        if len(slot.docs) == 1:
-            facts = _facts_text(configs[0])
-            shown = window(slot.docs[0].text, slot.part, slot.parts, share)
+        slot, options, lang = self.slot, self.options, self.language()
+        texts = [d.text for d in slot.docs]
+        salt = "|".join(d.id for d in slot.docs)
+        attempts = max(1, options.attempts)
+        for attempt in range(attempts):
+            evidence = pick(slot.qtype, texts, slot.number, attempt, attempts, options.seed, salt)
+            if evidence is None:  # the documents have no (more) sentences for this type
+                self.drops["question_given_up" if attempt else "no_evidence"] += 1
+                return self._done(None)
+            subject, shown = show_evidence(evidence, slot.docs)
+            got = yield from ask_json(JsonAsk(TS_QUESTION[slot.qtype], lang,
+                                              {"subject": subject, "sentences": shown}), self.settings)
+            question, answer, reason = self._read(got, evidence)
+            if reason is None:
+                break
+            self.drops[reason] += 1
+            self._reject("question", reason, got, attempt, evidence)
         else:
-            facts = "\n".join(f"[Document {i + 1}]\n{_facts_text(c)}" for i, c in enumerate(configs))
-            shown = "\n\n".join(f"[Document {i + 1}]\n{window(d.text, slot.part, slot.parts, share)}"
-                                for i, d in enumerate(slot.docs))
-        got = yield from ask_json(JsonAsk(TS_QUESTIONS, lang, {
-            "count": slot.count, "instruction": TYPE_INSTRUCTIONS[slot.qtype][TS_QUESTIONS.language_of(lang)],
-            "facts": facts, "document": shown}), settings)
-        if got.value is None:
-            self.drops["questions_unparseable"] += slot.count
-            return self._done([], config_failed)
-        pairs = self._questions(got.value["questions"])
-        if not pairs:
-            return self._done([], config_failed)
+            self.drops["question_given_up"] += 1
+            return self._done(None)
+
+        doc_ids = [slot.docs[d].id for d in sorted({s.doc for s in evidence})] if slot.qtype != "unanswerable" \
+            else [d.id for d in slot.docs]
         if slot.qtype == "unanswerable":
-            answer = UNABLE_ANSWER.get(lang, UNABLE_ANSWER["en"])
-            return self._done([self._row(q, answer, [], [UNABLE], [d.id for d in slot.docs], lang)
-                               for q, _ in pairs], config_failed)
+            return self._done(self._row(question, UNABLE_ANSWER.get(lang, UNABLE_ANSWER["en"]), [], [UNABLE],
+                                        doc_ids, lang))
+        references = self._verbatim(evidence)
+        if not references:
+            self.drops["no_verbatim_reference"] += 1
+            return self._done(None)
 
-        # references, verbatim-checked
-        document = "\n\n".join(f"[Document {i + 1}]\n{window(d.text, slot.part, slot.parts, share)}"
-                               for i, d in enumerate(slot.docs)) if len(slot.docs) > 1 else shown
-        found = yield from ask_json_many([JsonAsk(TS_REFERENCES, lang, {
-            "question": q, "answer": a, "document": document}) for q, a in pairs], settings)
-        kept: list[tuple[str, str, list[str]]] = []
-        for (q, a), refs in zip(pairs, found):
-            if refs.value is None:
-                self.drops["references_unparseable"] += 1
-                continue
-            verbatim = self._verbatim(refs.value["references"])
-            if not verbatim:
-                self.drops["no_verbatim_reference"] += 1
-                continue
-            kept.append((q, a, verbatim))
-        if not kept:
-            return self._done([], config_failed)
-
-        refined = yield from ask_json_many([JsonAsk(TS_REFINE, lang, {
-            "question": q, "answer": a, "references": "\n".join(f"- {r}" for r in refs)})
-            for q, a, refs in kept], settings)
-        answers = []
-        for (q, a, refs), got in zip(kept, refined):
-            text = str(got.value["answer"]).strip() if got.value is not None else ""
-            if not text:
-                self.drops["refine_unusable_kept_draft"] += 1  # a note, not a drop: the draft stays
-                text = a
-            answers.append(text)
-
-        points = yield from ask_json_many([JsonAsk(KEYPOINTS, lang, {
-            "question": q, "ground_truth": answer, "max_points": settings.keypoint_max})
-            for (q, _, _), answer in zip(kept, answers)], settings)
-        rows = []
-        for (q, _, refs), answer, got in zip(kept, answers, points):
-            if got.value is None:
-                self.drops["keypoints_unparseable"] += 1
-                continue
-            keypoints = clean_keypoints(got.value["keypoints"])[: settings.keypoint_max]
-            if not keypoints:
-                self.drops["no_keypoints"] += 1
-                continue
-            rows.append(self._row(q, answer, refs, keypoints, [d.id for d in slot.docs], lang))
-        return self._done(rows, config_failed)
+        got = yield from ask_json(JsonAsk(KEYPOINTS, lang, {
+            "question": question, "ground_truth": answer, "max_points": self.settings.keypoint_max}),
+            self.settings)
+        keypoints = clean_keypoints(got.value["keypoints"])[: self.settings.keypoint_max] \
+            if got.value is not None else []
+        if not keypoints:
+            reason = "keypoints_unparseable" if got.value is None else "no_keypoints"
+            self.drops[f"{reason}_answer_kept_as_keypoint"] += 1
+            self._reject("keypoints", reason, got, 0, evidence)
+            keypoints = [answer]
+        return self._done(self._row(question, answer, references, keypoints, doc_ids, lang))
 
     # -- helpers -----------------------------------------------------------------------------
-    def _questions(self, items: list[dict[str, Any]]) -> list[tuple[str, str]]:
-        seen: set[str] = set()
-        out = []
-        for item in items:
-            question, answer = str(item.get("question", "")).strip(), str(item.get("answer", "")).strip()
-            if not question or (not answer and self.slot.qtype != "unanswerable"):
-                self.drops["question_or_answer_empty"] += 1
-                continue
-            key = normalise_space(question).lower()
-            if key in seen:
-                self.drops["duplicate_question"] += 1
-                continue
-            seen.add(key)
-            out.append((question, answer))
-        if len(out) > self.slot.count:
-            out = out[: self.slot.count]
-        elif len(out) < self.slot.count:
-            self.drops["fewer_questions_than_asked"] += self.slot.count - len(out)
-        return out
+    def _read(self, got: JsonAnswer, evidence: Sequence[Sentence]) -> tuple[str, str, str | None]:
+        """(question, answer, None), or a rejection reason in the last place."""
+        if got.value is None:
+            return "", "", "question_unparseable"
+        question = normalise_space(str(got.value.get("question") or ""))
+        answer = normalise_space(str(got.value.get("answer") or ""))
+        if not question:
+            return "", "", "question_empty"
+        if not answer and self.slot.qtype != "unanswerable":
+            return "", "", "answer_empty"
+        zh = self.language() == "zh"
+        cjk = len(_CJK.findall(question))
+        if (zh and not cjk) or (not zh and cjk > len(question) * 0.3):
+            return "", "", "wrong_language"
+        if len(question) > (150 if zh else 350):
+            return "", "", "question_too_long"
+        if copies(evidence, question) or \
+                any(len(question) >= 20 and question in normalise_space(d.text) for d in self.slot.docs):
+            return "", "", "question_copies_document"
+        if len(evidence) > 1:
+            # a multi-sentence type must use its sentences: all of two, two of three or four
+            allowed = 0 if len(evidence) == 2 else len(evidence) - 2
+            subjects = " ".join(d.subject for d in self.slot.docs)
+            if unused(evidence, f"{question} {answer}", subjects) > allowed:
+                return "", "", "evidence_unused"
+        return question, answer, None
 
-    def _verbatim(self, references: list[str]) -> list[str]:
+    def _reject(self, stage: str, reason: str, got: JsonAnswer, attempt: int,
+                evidence: Sequence[Sentence]) -> None:
+        self.rejected.append({"query_type": self.slot.qtype, "doc_ids": [d.id for d in self.slot.docs],
+                              "stage": stage, "attempt": attempt + 1, "reason": reason,
+                              "problem": got.problem, "raw": list(got.raws or (got.raw,)),
+                              "evidence": [s.text for s in evidence]})
+
+    def _verbatim(self, evidence: Sequence[Sentence]) -> list[str]:
         kept: list[str] = []
-        for reference in references:
-            if not isinstance(reference, str) or not reference.strip():
-                continue
-            span = None
-            for doc in self.slot.docs:
-                span = locate(reference, doc.text)
-                if span is not None:
-                    minimum = self.options.min_reference_chars.get(doc.language, 8)
-                    break
+        for sentence in evidence:
+            doc = self.slot.docs[sentence.doc]
+            span = locate(sentence.text, doc.text)
             if span is None:
                 self.drops["reference_not_verbatim"] += 1
                 continue
-            if len(normalise_space(span)) < minimum:
+            if len(normalise_space(span)) < self.options.min_reference_chars.get(doc.language, 8):
                 self.drops["reference_too_short"] += 1
                 continue
-            if any(span in k for k in kept):
-                continue
-            kept = [k for k in kept if k not in span] + [span]
+            if span not in kept:
+                kept.append(span)
         return kept
 
     def _row(self, question: str, answer: str, references: list[str], keypoints: list[str],
@@ -352,9 +351,9 @@ class SlotTask:
                 "reference_contexts": references, "keypoints": keypoints, "language": language,
                 "query_type": self.slot.qtype, "doc_ids": doc_ids}
 
-    def _done(self, rows: list[dict[str, Any]], config_failed: list[str]) -> Score:
-        return Score(float(len(rows)), metadata={"rows": rows, "drops": dict(self.drops),
-                                                 "config_failed": config_failed})
+    def _done(self, row: dict[str, Any] | None) -> Score:
+        return Score(1.0 if row else 0.0, metadata={"rows": [row] if row else [], "drops": dict(self.drops),
+                                                    "rejected": self.rejected})
 
 
 # --------------------------------------------------------------------------------- synthesis
@@ -434,10 +433,9 @@ def generate_testset(docs: Sequence[SourceDoc], engine: Engine, options: Generat
     messages.extend(plan_messages)
     if on_plan:
         on_plan(len(slots))
-    seeds = _seeds_by_language(docs, options)
     rows: list[dict[str, Any]] = []
+    rejected: list[dict[str, Any]] = []
     seen_ids: set[str] = set()
-    config_failed: set[str] = set()
 
     def done(task: Task) -> None:
         result = task.result
@@ -445,7 +443,7 @@ def generate_testset(docs: Sequence[SourceDoc], engine: Engine, options: Generat
             drops[result.reason or "error"] += 1
         else:
             drops.update(result.metadata.get("drops", {}))
-            config_failed.update(result.metadata.get("config_failed", []))
+            rejected.extend(result.metadata.get("rejected", []))
             for row in result.metadata.get("rows", []):
                 if row["id"] in seen_ids:
                     drops["duplicate_question"] += 1
@@ -457,22 +455,21 @@ def generate_testset(docs: Sequence[SourceDoc], engine: Engine, options: Generat
         if on_task:
             on_task()
 
-    engine.run([Task(key=i, generator=SlotTask(slot, seeds, options, settings).run())
+    engine.run([Task(key=i, generator=SlotTask(slot, options, settings).run())
                 for i, slot in enumerate(slots)], on_done=done)
-    if config_failed:
-        messages.append(f"configuration unreadable for {len(config_failed)} document(s); their questions "
-                        "were asked from the text alone")
-    return GenerationResult(rows, drops, messages, list(docs), engine.stats.to_dict())
+    return GenerationResult(rows, drops, messages, list(docs), engine.stats.to_dict(), rejected)
 
 
 def source_docs(documents: Sequence[Any]) -> list[SourceDoc]:
     """SourceDocs from corpus documents (``id``, ``text``, ``metadata``); the language is the row's
-    ``language`` field, else detected from the text."""
+    ``language`` field, else detected from the text; the title its first of ``title``, ``name``,
+    ``company_name``, ``court_name``, ``hospital_patient_name``, ``subject``."""
     out = []
     for d in documents:
         meta = getattr(d, "metadata", {}) or {}
         lang = meta.get("language")
         lang = normalize_language(str(lang)) if lang else detect_language(d.text[:2000])
         kind = str(meta.get("domain") or meta.get("kind") or meta.get("type") or "")
-        out.append(SourceDoc(str(d.id), d.text, lang, kind))
+        title = next((str(meta[k]).strip() for k in _TITLE_FIELDS if str(meta.get(k) or "").strip()), "")
+        out.append(SourceDoc(str(d.id), d.text, lang, kind, title=title))
     return out
