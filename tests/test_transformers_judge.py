@@ -544,3 +544,53 @@ def test_batch_order_puts_shared_prefixes_together(judge: TransformersJudge) -> 
     contexts = [next(c for c in CONTEXTS if c in reqs[i].prompt[-1][1]) for i in order]
     assert contexts == sorted(contexts, key=contexts.index)  # each context's prompts contiguous
     assert len(set(contexts[: len(CLAIMS)])) == 1
+
+
+def test_length_buckets_bound_padding() -> None:
+    from offline_eval.runtime.transformers_judge import length_buckets
+
+    lengths = [10, 100, 11, 12, 95, 50]
+    buckets = length_buckets(list("abcdef"), lengths)
+    assert sorted(x for b in buckets for x in b) == list("abcdef")
+    size = dict(zip("abcdef", lengths))
+    for bucket in buckets:
+        padded = len(bucket) * max(size[x] for x in bucket)
+        assert padded <= 1.25 * sum(size[x] for x in bucket)
+    assert ["a", "c", "d"] in buckets and ["e", "b"] in buckets
+
+
+def test_mixed_batch_is_stitched_from_groups_and_buckets(model_dir: Path) -> None:
+    """Prompts of every kind in one batch: two shared-context groups, unrelated prompts of many
+    lengths; each row's greedy output equals its own unbatched decoding."""
+    from offline_eval.runtime.transformers_judge import prefix_groups
+
+    prompts = _verdict_prompts()[::2] + PROMPTS  # 6 verdicts (2 contexts) + 8 unrelated
+    judge = TransformersJudge(str(model_dir), batch_size=16)
+    assert judge._ragged
+    ids = [chat.encode_chat(judge.tokenizer, p) for p in prompts]
+    assert sum(len(g) > 1 for g in prefix_groups(ids, 16)) >= 2
+    reqs = [Generate(prompt=p, sampling=Sampling(max_tokens=8)) for p in prompts]
+    got = judge.generate(reqs)
+    assert got == [(_greedy_reference(judge, r.prompt, 8),) for r in reqs]
+    assert got == TransformersJudge(str(model_dir), batch_size=1).generate(reqs)
+
+
+def test_sliding_window_models_take_one_padded_pass(tmp_path: Path) -> None:
+    from transformers import LlamaConfig, MistralConfig, MistralForCausalLM
+
+    from offline_eval.runtime.transformers_judge import _cache_is_plain
+
+    assert _cache_is_plain(LlamaConfig(num_hidden_layers=2))
+    assert not _cache_is_plain(MistralConfig(num_hidden_layers=2, sliding_window=64))
+    tok = _build_tokenizer()
+    torch.manual_seed(0)
+    config = MistralConfig(vocab_size=len(tok), hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+                           num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=256,
+                           sliding_window=64, initializer_range=0.2, bos_token_id=tok.bos_token_id,
+                           eos_token_id=tok.eos_token_id, pad_token_id=tok.pad_token_id)
+    MistralForCausalLM(config).save_pretrained(tmp_path)
+    tok.save_pretrained(tmp_path)
+    judge = TransformersJudge(str(tmp_path), batch_size=8)
+    assert not judge._ragged
+    reqs = [Generate(prompt=p, sampling=Sampling(max_tokens=6)) for p in PROMPTS[:4]]
+    assert judge.generate(reqs) == [(_greedy_reference(judge, r.prompt, 6),) for r in reqs]

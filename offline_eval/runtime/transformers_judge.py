@@ -26,15 +26,16 @@ Design points (see also :mod:`offline_eval.runtime.chat` for prompt and option r
   A completion is cut so prompt + completion fit in ``max_model_len``.
 * **Options** — forward passes with ``logits_to_keep=1`` (only the last position's logits are
   materialised), log-softmax, the option tokens' log-probs, normalised over the options.
-* **Shared prefixes** — evaluation prompts repeat themselves: every verdict on a sample's claims
-  re-reads the same retrieved contexts, every claim extraction the same instructions and example. A
-  batch's prompts are grouped by common token prefix; a group's prefix is run once at batch size one,
-  its key/value cache copied to the group, and only the differing tails are computed (on a CPU, where
-  prompt processing dominates, this is most of the work saved). Generation shares the prefix common
-  to the whole batch; option scoring shares per group. Results equal the unshared computation up to
-  floating-point summation order. :meth:`TransformersJudge.batch_order` lets the engine put prompts
-  that share a prefix into the same batch.
-* ``batch_size`` counts sequences (rows): a request with ``n`` sampled completions takes ``n`` rows.
+* **Shared prefixes, little padding** — evaluation prompts repeat themselves: every verdict on a
+  sample's claims re-reads the same retrieved contexts, every claim extraction the same instructions
+  and example. A batch's prompts are grouped by common token prefix; a group's prefix is run once at
+  batch size one and its key/value cache copied to the members; the rest of each prompt runs in
+  buckets of similar length, and the pieces' caches are stitched into one left-padded batch for
+  decoding. On a CPU, where prompt processing is compute-bound, this is most of the work saved.
+  Results equal the plain computation up to floating-point summation order.
+  :meth:`TransformersJudge.batch_order` lets the engine put prompts that share a prefix into the
+  same batch. Models whose cache is not plain full attention (sliding windows) run each batch as
+  one padded pass.
 """
 
 from __future__ import annotations
@@ -118,6 +119,47 @@ def prefix_groups(seqs: Sequence[Sequence[int]], limit: int, min_shared: int = M
     return groups[::-1]
 
 
+def length_buckets(items: Sequence[int], lengths: Sequence[int], slack: float = 1.25) -> list[list[int]]:
+    """Split ``items`` into runs of similar length: sorted by length, a run grows while its padded
+    size (members x longest) stays within ``slack`` times its real size."""
+    order = sorted(range(len(items)), key=lambda k: lengths[k])
+    buckets: list[list[int]] = []
+    total = 0
+    for k in order:
+        if buckets and (len(buckets[-1]) + 1) * lengths[k] <= slack * (total + lengths[k]):
+            buckets[-1].append(items[k])
+            total += lengths[k]
+        else:
+            buckets.append([items[k]])
+            total = lengths[k]
+    return buckets
+
+
+def _cache_is_plain(config: Any) -> bool:
+    """Whether this model's cache is one plain full-attention layer per layer, whose tensors can be
+    cut and stitched (sliding-window or recurrent layers keep state that cannot: those models run
+    each batch as one padded pass)."""
+    from transformers import DynamicCache
+    from transformers.cache_utils import DynamicLayer
+
+    try:
+        layers = DynamicCache(config=config).layers
+    except Exception:  # an unusual config: take the safe path
+        return False
+    return all(type(layer) is DynamicLayer for layer in layers)
+
+
+def _cache_tensors(cache: Any) -> list[tuple[Any, Any]]:
+    """(keys, values) per layer of a ``DynamicCache`` (batch, heads, positions, head dim)."""
+    return [(layer.keys, layer.values) for layer in cache.layers]
+
+
+def _cache_from_tensors(layers: Sequence[tuple[Any, Any]]) -> Any:
+    from transformers import DynamicCache
+
+    return DynamicCache(ddp_cache_data=layers)
+
+
 @dataclass
 class _Row:
     """One sequence to decode: a prompt, a token budget and (when sampling) its own seed."""
@@ -197,6 +239,7 @@ class TransformersJudge:
         self.batch_size = int(batch_size)
         self.max_new_tokens = max_new_tokens
         self.share_prefixes = share_prefixes
+        self._ragged = _cache_is_plain(self.model.config)
         self.eos_ids = self._eos_ids()
         pad = self.tokenizer.pad_token_id
         if pad is None:
@@ -266,35 +309,77 @@ class TransformersJudge:
         positions = (mask.cumsum(-1) - 1).clamp(min=0)
         return ids.to(self.device), mask.to(self.device), positions.to(self.device)
 
-    def _prefill(self, seqs: Sequence[list[int]], keep_cache: bool) -> tuple[Any, Any, Any]:
-        """Forward a batch of prompts; returns the model output (last-position logits, and the cache
-        when ``keep_cache``), the attention mask and the position ids of the last step.
+    def _prefill(self, seqs: Sequence[list[int]], keep_cache: bool) -> tuple[Any, Any, Any, Any]:
+        """Run a batch of prompts; returns the last position's logits ``(B, vocab)`` and, when
+        ``keep_cache``, the key/value cache, attention mask and position ids to decode from.
 
-        The prefix common to all prompts (when at least ``MIN_SHARED_PREFIX`` tokens) is computed
-        once and its cache copied to every row; the tails are left-padded after it, so padding sits
-        between prefix and tail, masked, and positions still count real tokens only.
+        Prompts are grouped by shared prefix (:func:`prefix_groups`); a group's prefix is computed
+        once at batch size one and its cache copied to each member. The tails (the whole prompt for
+        prompts that share nothing) are run in buckets of similar length, so little compute goes to
+        padding. The pieces' caches are then left-padded to one width: each row reads
+        ``[padding][prefix][padding][tail]`` with the padding masked, and positions count real tokens
+        only, so a row's result does not depend on the rows beside it.
         """
         import torch
 
-        shared = shared_prefix_len(seqs) if self.share_prefixes and len(seqs) > 1 else 0
-        if shared < MIN_SHARED_PREFIX:
+        if not self._ragged:  # one padded forward pass (see _cache_is_plain)
             ids, mask, positions = self._pad(seqs)
-            out = self.model(input_ids=ids, attention_mask=mask, position_ids=positions,
-                             use_cache=keep_cache, logits_to_keep=1)
-            return out, mask, positions
-        head = torch.tensor([seqs[0][:shared]], dtype=torch.long, device=self.device)
-        out = self.model(input_ids=head, attention_mask=torch.ones_like(head),
-                         position_ids=torch.arange(shared, device=self.device)[None], use_cache=True,
-                         logits_to_keep=1)
-        cache = out.past_key_values
-        cache.batch_repeat_interleave(len(seqs))
-        ids, tail_mask, tail_positions = self._pad([s[shared:] for s in seqs])
-        mask = torch.cat([torch.ones((len(seqs), shared), dtype=tail_mask.dtype, device=self.device),
-                          tail_mask], dim=1)
-        positions = tail_positions + shared
-        out = self.model(input_ids=ids, attention_mask=mask, position_ids=positions,
-                         past_key_values=cache, use_cache=True, logits_to_keep=1)
-        return out, mask, positions
+            out = self.model(input_ids=ids, attention_mask=mask, position_ids=positions, use_cache=keep_cache,
+                             logits_to_keep=1)
+            return out.logits[:, -1, :], out.past_key_values if keep_cache else None, mask, positions
+        if self.share_prefixes and len(seqs) > 1:
+            groups = prefix_groups(seqs, len(seqs))
+        else:
+            groups = [list(range(len(seqs)))]
+        plain = [g[0] for g in groups if len(g) == 1]
+        groups = [g for g in groups if len(g) > 1] + ([plain] if plain else [])
+        pieces: list[tuple[list[int], Any, Any, Any, Any]] = []  # rows, logits, cache, mask, positions
+        for group in groups:
+            shared = shared_prefix_len([seqs[i] for i in group]) if len(group) > 1 else 0
+            if shared < MIN_SHARED_PREFIX or group is plain or not self.share_prefixes:
+                shared = 0
+            head_layers = None
+            if shared:
+                head = torch.tensor([seqs[group[0]][:shared]], dtype=torch.long, device=self.device)
+                out = self.model(input_ids=head, attention_mask=torch.ones_like(head),
+                                 position_ids=torch.arange(shared, device=self.device)[None], use_cache=True,
+                                 logits_to_keep=1)
+                head_layers = _cache_tensors(out.past_key_values)
+            for bucket in length_buckets(group, [len(seqs[i]) - shared for i in group]):
+                ids, tail_mask, positions = self._pad([seqs[i][shared:] for i in bucket])
+                cache = None
+                if head_layers is not None:
+                    n = len(bucket)
+                    cache = _cache_from_tensors([(k.expand(n, -1, -1, -1).contiguous(),
+                                                  v.expand(n, -1, -1, -1).contiguous()) for k, v in head_layers])
+                    tail_mask = torch.cat([torch.ones((n, shared), dtype=tail_mask.dtype, device=self.device),
+                                           tail_mask], dim=1)
+                    positions = positions + shared
+                out = self.model(input_ids=ids, attention_mask=tail_mask, position_ids=positions,
+                                 past_key_values=cache, use_cache=keep_cache, logits_to_keep=1)
+                pieces.append((bucket, out.logits[:, -1, :], out.past_key_values if keep_cache else None,
+                               tail_mask, positions[:, -1:]))
+        rows = [i for piece in pieces for i in piece[0]]
+        if len(pieces) == 1 and rows == sorted(rows):
+            _, logits, cache, mask, positions = pieces[0]
+            return logits, cache, mask, positions
+        back = torch.tensor(sorted(range(len(rows)), key=rows.__getitem__), device=self.device)
+        logits = torch.cat([p[1] for p in pieces]).index_select(0, back)
+        if not keep_cache:
+            return logits, None, None, None
+        width = max(p[3].shape[1] for p in pieces)
+        layers = []
+        for layer in range(len(_cache_tensors(pieces[0][2]))):
+            keys, values = [], []
+            for p in pieces:
+                k, v = _cache_tensors(p[2])[layer]
+                pad = width - k.shape[-2]
+                keys.append(torch.nn.functional.pad(k, (0, 0, pad, 0)))
+                values.append(torch.nn.functional.pad(v, (0, 0, pad, 0)))
+            layers.append((torch.cat(keys).index_select(0, back), torch.cat(values).index_select(0, back)))
+        mask = torch.cat([torch.nn.functional.pad(p[3], (width - p[3].shape[1], 0)) for p in pieces])
+        positions = torch.cat([p[4] for p in pieces])
+        return logits, _cache_from_tensors(layers), mask.index_select(0, back), positions.index_select(0, back)
 
     def batch_order(self, requests: Sequence[Generate | ScoreOptions]) -> list[int]:
         """The order the engine should cut batches in: prompts sharing a prefix side by side (token
@@ -358,10 +443,10 @@ class TransformersJudge:
         ]
         closers = self._json_closers() if any(r.stop_at_json_end for r in rows) else frozenset()
         with torch.inference_mode():
-            out, mask, positions = self._prefill([r.ids for r in rows], keep_cache=True)
+            logits, cache, mask, positions = self._prefill([r.ids for r in rows], keep_cache=True)
             alive = list(range(len(rows)))  # batch position -> row; finished rows leave the batch
             for _ in range(steps):
-                logits = out.logits[:, -1, :].float()
+                logits = logits.float()
                 chosen = self._choose(logits, [rows[i] for i in alive], [generators[i] for i in alive],
                                       [finished[i] for i in alive])
                 keep: list[int] = []  # batch positions still decoding
@@ -381,7 +466,6 @@ class TransformersJudge:
                         keep.append(pos)
                 if not keep:
                     break
-                cache = out.past_key_values
                 if len(keep) < len(alive):
                     # Drop finished rows so the batch shrinks with the work left (no compute spent on
                     # padding rows that wait for the longest answer).
@@ -400,6 +484,7 @@ class TransformersJudge:
                     past_key_values=cache,
                     use_cache=True,
                 )
+                logits, cache = out.logits[:, -1, :], out.past_key_values
         return produced
 
     def _json_closers(self) -> frozenset[int]:
@@ -436,19 +521,13 @@ class TransformersJudge:
 
         option_ids = [self._options(tuple(req.options)) for req in requests]
         prompts = [self._encode(i, req.prompt, room=0) for i, req in enumerate(requests)]
+        order = sorted(range(len(requests)), key=lambda i: prompts[i])  # shared prefixes side by side
         last: list[Any] = [None] * len(requests)
-        if self.share_prefixes:
-            groups = prefix_groups(prompts, self.batch_size)
-            batches = [g for g in groups if len(g) > 1]
-            singles = [g[0] for g in groups if len(g) == 1]
-        else:
-            batches, singles = [], list(range(len(requests)))
-        batches += [singles[i:i + self.batch_size] for i in range(0, len(singles), self.batch_size)]
         with torch.inference_mode():
-            for batch in batches:
-                out, _, _ = self._prefill([prompts[i] for i in batch], keep_cache=False)
-                logprobs = torch.log_softmax(out.logits[:, -1, :].float(), dim=-1).cpu()
-                for i, row in zip(batch, logprobs):
+            for start in range(0, len(order), self.batch_size):
+                chunk = order[start:start + self.batch_size]
+                logits, _, _, _ = self._prefill([prompts[i] for i in chunk], keep_cache=False)
+                for i, row in zip(chunk, torch.log_softmax(logits.float(), dim=-1).cpu()):
                     last[i] = row
         results: list[dict[str, float]] = []
         for row, opts in zip(last, option_ids):
