@@ -594,3 +594,39 @@ def test_sliding_window_models_take_one_padded_pass(tmp_path: Path) -> None:
     assert not judge._ragged
     reqs = [Generate(prompt=p, sampling=Sampling(max_tokens=6)) for p in PROMPTS[:4]]
     assert judge.generate(reqs) == [(_greedy_reference(judge, r.prompt, 6),) for r in reqs]
+
+
+def test_grouped_decode_attention_equals_sdpa() -> None:
+    from types import SimpleNamespace
+
+    from transformers.integrations.sdpa_attention import sdpa_attention_forward
+
+    from offline_eval.runtime.attention import grouped_decode_attention
+
+    torch.manual_seed(0)
+    module = SimpleNamespace(num_key_value_groups=3, is_causal=True, training=False)
+    batch, kv_heads, length, dim = 4, 2, 9, 8
+    key = torch.randn(batch, kv_heads, length, dim)
+    value = torch.randn(batch, kv_heads, length, dim)
+    mask = torch.ones(batch, 1, 1, length, dtype=torch.bool)
+    mask[0, ..., :3] = False  # left padding of different widths
+    mask[2, ..., :5] = False
+    query = torch.randn(batch, kv_heads * 3, 1, dim)
+    for m in (mask, None):
+        got, _ = grouped_decode_attention(module, query, key, value, m, scaling=0.3)
+        want, _ = sdpa_attention_forward(module, query, key, value, m, scaling=0.3)
+        assert got.shape == want.shape == (batch, 1, kv_heads * 3, dim)
+        torch.testing.assert_close(got, want, atol=1e-5, rtol=1e-5)
+    # Prompt processing (several query positions) is SDPA's own computation.
+    many = torch.randn(batch, kv_heads * 3, 4, dim)
+    causal = torch.ones(batch, 1, 4, length, dtype=torch.bool).tril(diagonal=length - 4)
+    got, _ = grouped_decode_attention(module, many, key, value, causal, scaling=0.3)
+    want, _ = sdpa_attention_forward(module, many, key, value, causal, scaling=0.3)
+    assert torch.equal(got, want)
+
+
+def test_judge_uses_grouped_decode_attention(judge: TransformersJudge) -> None:
+    from offline_eval.runtime.attention import NAME
+
+    assert judge.model.config.num_key_value_heads < judge.model.config.num_attention_heads
+    assert judge.model.config._attn_implementation == NAME

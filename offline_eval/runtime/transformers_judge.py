@@ -36,6 +36,8 @@ Design points (see also :mod:`offline_eval.runtime.chat` for prompt and option r
   :meth:`TransformersJudge.batch_order` lets the engine put prompts that share a prefix into the
   same batch. Models whose cache is not plain full attention (sliding windows) run each batch as
   one padded pass.
+* **Decode attention** of grouped-query models reads the cache without expanding it per query head
+  (:mod:`offline_eval.runtime.attention`).
 """
 
 from __future__ import annotations
@@ -47,6 +49,7 @@ from typing import Any
 
 from offline_eval.engine.requests import Generate, ScoreOptions
 from offline_eval.runtime import chat
+from offline_eval.runtime.attention import use_grouped_decode_attention
 from offline_eval.runtime.base import BackendUnavailable
 
 
@@ -231,6 +234,7 @@ class TransformersJudge:
         )
         self.model.to(self.device)
         self.model.eval()
+        use_grouped_decode_attention(self.model)
 
         text_config = self.model.config.get_text_config()
         self.max_model_len: int | None = max_model_len or getattr(
