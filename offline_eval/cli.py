@@ -133,11 +133,6 @@ def _merge_config(args: argparse.Namespace, parser: argparse.ArgumentParser) -> 
     return args
 
 
-def _auto_profile(models_dir: Path | None) -> str:
-    from offline_eval.runtime.loading import auto_profile
-    return auto_profile(models_dir)
-
-
 def _load_rubrics(path: Path) -> dict[str, dict[int, str]]:
     import json
     text = path.read_text(encoding="utf-8")
@@ -160,7 +155,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     from offline_eval.engine.runner import evaluate
     from offline_eval.metrics import resolve_metrics
     from offline_eval.metrics.settings import EvalSettings
-    from offline_eval.runtime.loading import check_provisioned, model_set_from_profile, roles_needed
+    from offline_eval.runtime.loading import auto_profile, check_provisioned, model_set_from_profile, roles_needed
     from offline_eval.runtime.profiles import load_profile
 
     if not args.dataset:
@@ -171,7 +166,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     metrics, aggregate = resolve_metrics(args.metrics)
     roles = {r for m in metrics for r in m.roles}
 
-    profile_name = args.profile or _auto_profile(args.models_dir)
+    profile_name = args.profile or auto_profile(args.models_dir)
     profile = load_profile(profile_name, args.models_dir).with_overrides(
         judge_path=args.judge, judge_backend=args.judge_backend, verifier=args.verifier,
         embedder_path=args.embedder, hhem_path=args.hhem, hhem_tokenizer_path=args.hhem_tokenizer,

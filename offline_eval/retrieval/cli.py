@@ -127,16 +127,16 @@ def _end_to_end(args: argparse.Namespace) -> int:
     """Answer with the judge from every retriever's chunks and score the answers."""
     import os
 
-    from offline_eval.cli import DEFAULT_CACHE, _auto_profile
+    from offline_eval.cli import DEFAULT_CACHE
     from offline_eval.cli_models import apply_threads
     from offline_eval.engine.cache import ResultCache
     from offline_eval.metrics.settings import EvalSettings
     from offline_eval.retrieval.answering import format_answer_table, run_end_to_end
-    from offline_eval.runtime.loading import check_provisioned, model_set_from_profile
+    from offline_eval.runtime.loading import auto_profile, check_provisioned, model_set_from_profile
     from offline_eval.runtime.profiles import load_profile
 
     apply_threads(args)
-    profile = load_profile(args.profile or _auto_profile(args.models_dir), args.models_dir).with_overrides(
+    profile = load_profile(args.profile or auto_profile(args.models_dir), args.models_dir).with_overrides(
         judge_path=args.judge, judge_backend=args.judge_backend, verifier=args.verifier,
         judge_model=args.judge_model, hhem_path=args.hhem, hhem_tokenizer_path=args.hhem_tokenizer)
     problems = check_provisioned(profile, {"judge", "verifier"})

@@ -98,11 +98,6 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
     return p
 
 
-def _auto_profile(models_dir: Path | None) -> str:
-    from offline_eval.runtime.loading import auto_profile
-    return auto_profile(models_dir, {"judge"})
-
-
 def _context_tokens(profile: Any) -> int | None:
     """The judge's max_model_len from the profile, when it names one (no model is loaded)."""
     try:
@@ -121,7 +116,7 @@ def cmd_generate(args: argparse.Namespace) -> int:
     from offline_eval.engine.cache import ResultCache
     from offline_eval.engine.executor import Engine
     from offline_eval.retrieval.corpus import load_corpus
-    from offline_eval.runtime.loading import check_provisioned, model_set_from_profile
+    from offline_eval.runtime.loading import auto_profile, check_provisioned, model_set_from_profile
     from offline_eval.runtime.profiles import load_profile
     from offline_eval.testset.pipeline import GenerateOptions, generate_testset, source_docs
 
@@ -134,7 +129,7 @@ def cmd_generate(args: argparse.Namespace) -> int:
         print("offline-eval generate: no documents to generate from", file=sys.stderr)
         return 2
 
-    profile = load_profile(args.profile or _auto_profile(args.models_dir), args.models_dir).with_overrides(
+    profile = load_profile(args.profile or auto_profile(args.models_dir, {"judge"}), args.models_dir).with_overrides(
         judge_path=args.judge, judge_backend=args.judge_backend, judge_model=args.judge_model)
     problems = check_provisioned(profile, {"judge"})
     if problems:
