@@ -12,7 +12,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from offline_eval.cli_models import add_model_arguments
+from offline_eval.cli_models import add_cache_arguments, add_model_arguments
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -60,8 +60,7 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
     out = p.add_argument_group("output")
     out.add_argument("--output", type=Path, help="run folder (default: runs/agreement-<dataset>-<metric>); "
                                                  "agreement.json is written there")
-    out.add_argument("--cache", type=Path, help="SQLite cache of model answers")
-    out.add_argument("--no-cache", action="store_true")
+    add_cache_arguments(out)
     out.add_argument("--quiet", action="store_true", help="no progress bars")
     p.set_defaults(func=_run)
     return p

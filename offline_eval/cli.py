@@ -16,19 +16,18 @@ import argparse
 import dataclasses
 import importlib
 import logging
-import os
 import sys
 import tomllib
 from pathlib import Path
 from typing import Any
 
 from offline_eval import __version__
-from offline_eval.cli_models import add_model_arguments, apply_threads
+from offline_eval.cli_models import (
+    add_cache_arguments, add_model_arguments, apply_threads, load_models, open_cache, profile_overrides,
+)
 
 SUBCOMMAND_MODULES = ("offline_eval.runtime.models_cli", "offline_eval.retrieval.cli",
                       "offline_eval.report.cli", "offline_eval.testset.cli", "offline_eval.agreement_cli")
-
-DEFAULT_CACHE = Path("~/.cache/offline-eval/cache.sqlite")
 
 
 def _csv(text: str) -> list[str]:
@@ -83,8 +82,7 @@ def add_run_parser(subparsers: Any) -> argparse.ArgumentParser:
                                                        "transformers judge)")
     out = p.add_argument_group("output")
     out.add_argument("--output", type=Path, help="run folder (default: runs/<dataset name>); rerun to resume")
-    out.add_argument("--cache", type=Path, help=f"SQLite cache of model answers (default: {DEFAULT_CACHE})")
-    out.add_argument("--no-cache", action="store_true", help="keep model answers in memory only")
+    add_cache_arguments(out)
     out.add_argument("--per-row", action="store_true",
                      help="one sample at a time, as the reference tools do (for benchmarks)")
     out.add_argument("--fail-under", metavar="metric=min,...",
@@ -151,12 +149,9 @@ class _Progress:
 
 def cmd_run(args: argparse.Namespace) -> int:
     from offline_eval.data.readers import parse_mapping, read_dataset
-    from offline_eval.engine.cache import ResultCache
     from offline_eval.engine.runner import evaluate
     from offline_eval.metrics import resolve_metrics
     from offline_eval.metrics.settings import EvalSettings
-    from offline_eval.runtime.loading import auto_profile, check_provisioned, model_set_from_profile, roles_needed
-    from offline_eval.runtime.profiles import load_profile
 
     if not args.dataset:
         raise SystemExit("offline-eval run: --dataset is required (or set dataset in --config)")
@@ -164,20 +159,12 @@ def cmd_run(args: argparse.Namespace) -> int:
     mapping = parse_mapping(args.mapping) if args.mapping else None
     samples = read_dataset(args.dataset, mapping, limit=args.limit)
     metrics, aggregate = resolve_metrics(args.metrics)
-    roles = {r for m in metrics for r in m.roles}
-
-    profile_name = args.profile or auto_profile(args.models_dir)
-    profile = load_profile(profile_name, args.models_dir).with_overrides(
-        judge_path=args.judge, judge_backend=args.judge_backend, verifier=args.verifier,
-        embedder_path=args.embedder, hhem_path=args.hhem, hhem_tokenizer_path=args.hhem_tokenizer,
-        judge_model=args.judge_model)
-    uses_hhem = not profile.verifier_is_judge
-    roles = roles_needed(profile, roles)
-    problems = check_provisioned(profile, roles)
-    if problems:
-        for problem in problems:
-            print(f"offline-eval: {problem}", file=sys.stderr)
+    loaded = load_models(args, {r for m in metrics for r in m.roles}, command="offline-eval",
+                         batch_size=args.batch_size)
+    if loaded is None:
         return 2
+    profile, roles, models = loaded
+    uses_hhem = not profile.verifier_is_judge
 
     settings = EvalSettings(verifier="hhem" if uses_hhem else "judge")
     if args.language:
@@ -195,12 +182,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     if args.rubrics:
         settings.rubrics = _load_rubrics(args.rubrics)
 
-    models = model_set_from_profile(profile, device=args.device, batch_size=args.batch_size,
-                                    judge_batch_size=args.judge_batch_size, roles=roles)
     output = args.output or Path("runs") / Path(args.dataset).stem
-    cache_path = None if args.no_cache else (args.cache or Path(
-        os.environ.get("OFFLINE_EVAL_CACHE", DEFAULT_CACHE)).expanduser())
-    cache = ResultCache(cache_path)
+    cache = open_cache(args)
     starter_note = ("starter profile: these scores only show that the pipeline runs; "
                     "use the cpu or gpu profile for real evaluations")
     if not roles:  # model-free metrics only: no profile's models are involved
@@ -215,11 +198,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     if args.engine == "ray":
         from offline_eval.engine.ray_engine import ModelSpec, run_with_ray
         spec = ModelSpec.create(
-            profile_name, args.models_dir, roles=roles, device=args.device, batch_size=args.batch_size,
-            judge_batch_size=args.judge_batch_size,
-            overrides=dict(judge_path=args.judge, judge_backend=args.judge_backend, verifier=args.verifier,
-                           embedder_path=args.embedder, hhem_path=args.hhem,
-                           hhem_tokenizer_path=args.hhem_tokenizer, judge_model=args.judge_model))
+            args.profile or profile.name, args.models_dir, roles=roles, device=args.device,
+            batch_size=args.batch_size, judge_batch_size=args.judge_batch_size, overrides=profile_overrides(args))
         result = run_with_ray(samples, metrics, settings, spec, output, cache=cache, aggregate=aggregate,
                               per_row=args.per_row, progress=progress, run_info=run_info,
                               address=args.ray_address, replicas=args.replicas or 2,

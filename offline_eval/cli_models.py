@@ -1,14 +1,26 @@
-"""The model flags every model-using command shares (`run`, `generate`, `agreement`, `retrieval --answer`).
+"""What every model-using command shares (`run`, `generate`, `agreement`, `retrieval --answer`): the
+model and cache flags, and turning them into a profile, a ModelSet and a cache.
 
-Only argparse is imported here, so registering a command stays cheap.
+Only argparse is imported at module level, so registering a command stays cheap.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
+import sys
 from pathlib import Path
+from typing import Any
 
 JUDGE_BACKENDS = ["vllm", "transformers", "openai", "scripted"]
+DEFAULT_CACHE = Path("~/.cache/offline-eval/cache.sqlite")
+
+# Profile.with_overrides keyword -> (the argparse dest of its flag in add_model_arguments, the role it
+# configures; None: it decides who verifies, so it always applies).
+_OVERRIDE_FLAGS = {"judge_path": ("judge", "judge"), "judge_backend": ("judge_backend", "judge"),
+                   "judge_model": ("judge_model", "judge"), "verifier": ("verifier", None),
+                   "hhem_path": ("hhem", "verifier"), "hhem_tokenizer_path": ("hhem_tokenizer", "verifier"),
+                   "embedder_path": ("embedder", "embedder")}
 
 
 def add_model_arguments(group: argparse._ArgumentGroup, *, verifier: bool = True, embedder: bool = True) -> None:
@@ -37,3 +49,46 @@ def apply_threads(args: argparse.Namespace) -> None:
         import torch
 
         torch.set_num_threads(args.threads)
+
+
+def add_cache_arguments(group: argparse._ArgumentGroup) -> None:
+    """--cache PATH and --no-cache."""
+    group.add_argument("--cache", type=Path, help=f"SQLite cache of model answers (default: $OFFLINE_EVAL_CACHE "
+                                                  f"or {DEFAULT_CACHE})")
+    group.add_argument("--no-cache", action="store_true", help="keep model answers in memory only")
+
+
+def open_cache(args: argparse.Namespace) -> Any:
+    """The run's ResultCache: in memory with --no-cache, else --cache, $OFFLINE_EVAL_CACHE or the default."""
+    from offline_eval.engine.cache import ResultCache
+
+    if getattr(args, "no_cache", False):
+        return ResultCache(None)
+    path = getattr(args, "cache", None) or Path(os.environ.get("OFFLINE_EVAL_CACHE", DEFAULT_CACHE))
+    return ResultCache(Path(path).expanduser())
+
+
+def profile_overrides(args: argparse.Namespace, roles: set[str] | None = None) -> dict[str, Any]:
+    """The model flags given on the command line, as Profile.with_overrides keywords; with ``roles``,
+    only those for these roles (a judge verifies when the profile has no verifier; ``retrieval --embedder``
+    names the retriever's model, not a role's)."""
+    wanted = None if roles is None else set(roles) | ({"judge"} if "verifier" in roles else set())
+    return {key: getattr(args, dest, None) for key, (dest, role) in _OVERRIDE_FLAGS.items()
+            if wanted is None or role is None or role in wanted}
+
+
+def load_models(args: argparse.Namespace, roles: set[str], *, command: str,
+                batch_size: int | None) -> tuple[Any, set[str], Any] | None:
+    """(profile, roles to load, lazy ModelSet) for ``roles`` from the model flags; None after printing
+    one line per missing model folder (the command then exits 2). Nothing is loaded here."""
+    from offline_eval.runtime.loading import check_provisioned, model_set_from_profile, resolve_profile
+
+    profile, roles = resolve_profile(args.profile, args.models_dir, roles, profile_overrides(args, roles))
+    problems = check_provisioned(profile, roles)
+    if problems:
+        for problem in problems:
+            print(f"{command}: {problem}", file=sys.stderr)
+        return None
+    models = model_set_from_profile(profile, device=args.device, batch_size=batch_size,
+                                    judge_batch_size=args.judge_batch_size, roles=roles)
+    return profile, roles, models

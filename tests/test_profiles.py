@@ -13,14 +13,15 @@ import pytest
 
 import offline_eval
 from offline_eval.engine.requests import Generate, messages
+from offline_eval.cli_models import add_model_arguments, open_cache, profile_overrides
 from offline_eval.runtime import models_cli
+from offline_eval.runtime.loading import model_set_from_profile, resolve_profile
 from offline_eval.runtime.profiles import (
     BUILTIN_PROFILES,
     MODELS_ENV,
     ModelNotProvisioned,
     ProfileError,
     backend_kwargs,
-    build_models,
     builtin_dir,
     default_models_dir,
     load_profile,
@@ -243,12 +244,12 @@ def test_manifest_batch_size_is_a_default(tmp_path: Path) -> None:
     assert "batch_size" not in judge.options or judge.options["batch_size"] == 4  # spec untouched
 
 
-def test_build_models_is_lazy_and_names_the_fix(tmp_path: Path) -> None:
+def test_model_set_is_lazy_and_names_the_fix(tmp_path: Path) -> None:
     p = load_profile("gpu", models_dir=tmp_path)
-    models = build_models(p, device="cuda:0", batch_size=4)  # nothing loaded, nothing raised
-    assert models.loaded() == []
+    models = model_set_from_profile(p, device="cuda:0", batch_size=4)  # nothing loaded, nothing raised
+    assert models.loaded() == {} and models.has("judge") and models.has("verifier")
     with pytest.raises(ModelNotProvisioned) as info:
-        models.judge
+        models.get("judge")
     text = str(info.value)
     assert "\n" not in text
     assert "judge" in text and str(tmp_path / "qwen2.5-7b-instruct") in text
@@ -257,26 +258,54 @@ def test_build_models_is_lazy_and_names_the_fix(tmp_path: Path) -> None:
     message = missing_folder_message(p, p.verifier)
     assert message is not None and "verifier (tokenizer_path)" in message and "flan-t5-base" in message
 
-    starter = build_models(load_profile("starter", models_dir=tmp_path), "cpu", 1)
-    assert starter.starter and starter.verifier_is_judge and starter.verifier is None
+    starter = model_set_from_profile(load_profile("starter", models_dir=tmp_path), device="cpu", batch_size=1)
+    assert not starter.has("verifier")  # the starter judge verifies claims itself
     with pytest.raises(ModelNotProvisioned, match="offline-eval models setup-starter"):
-        starter.judge
+        starter.get("judge")
 
 
-def test_build_models_creates_backend_through_registry(tmp_path: Path) -> None:
+def test_model_set_creates_backend_through_registry(tmp_path: Path) -> None:
     script = write(tmp_path / "script.json", json.dumps({"generate": [{"match": "hello", "response": "hi there"}]}))
     manifest = write(
         tmp_path / "s.toml",
         f'[judge]\nbackend = "scripted"\npath = {json.dumps(str(script))}\n[judge.options]\nbatch_size = 5\n'
         '[verifier]\nbackend = "judge"\n[embedder]\nbackend = "sentence-transformers"\npath = "e"\n',
     )
-    models = build_models(load_profile(str(manifest)), "cpu", None)
-    assert models.kwargs("judge") == {"path": str(script), "device": "cpu", "batch_size": 5}
-    judge = models.judge
+    models = model_set_from_profile(load_profile(str(manifest)), device="cpu", batch_size=None, roles={"judge"})
+    assert not models.has("embedder")  # only the roles asked for are configured
+    judge = models.get("judge")
     assert type(judge).__name__ == "ScriptedJudge" and judge.batch_size == 5
     assert judge.generate([Generate(prompt=messages(("user", "hello")))]) == [("hi there",)]
-    assert models.judge is judge and models.loaded() == ["judge"]
-    assert models.verifier is None
+    assert models.get("judge") is judge and list(models.loaded()) == ["judge"]
+
+
+def test_command_line_model_flags_become_profile_overrides(tmp_path: Path) -> None:
+    parser = argparse.ArgumentParser()
+    add_model_arguments(parser.add_argument_group("models"))
+    args = parser.parse_args(["--judge", str(tmp_path / "j"), "--verifier", "judge", "--embedder", "e"])
+    every = profile_overrides(args)
+    assert every["judge_path"] == str(tmp_path / "j") and every["embedder_path"] == "e"
+    assert every["verifier"] == "judge" and every["hhem_path"] is None
+    # a metric that only verifies claims still gets the judge flags (a judge may be the verifier),
+    # never the embedder's: retrieval's own --embedder is not a role's
+    assert set(profile_overrides(args, {"verifier"})) == {
+        "judge_path", "judge_backend", "judge_model", "verifier", "hhem_path", "hhem_tokenizer_path"}
+    profile, roles = resolve_profile("cpu", tmp_path, {"verifier"}, profile_overrides(args, {"verifier"}))
+    assert roles == {"judge"} and profile.verifier_is_judge
+    assert profile.judge.path == tmp_path / "j"
+
+
+def test_cache_location_flags(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("OFFLINE_EVAL_CACHE", str(tmp_path / "env.sqlite"))
+    cache = open_cache(argparse.Namespace(cache=None, no_cache=False))
+    cache.close()
+    assert (tmp_path / "env.sqlite").exists()
+    cache = open_cache(argparse.Namespace(cache=tmp_path / "flag.sqlite", no_cache=False))
+    cache.close()
+    assert (tmp_path / "flag.sqlite").exists()
+    memory = open_cache(argparse.Namespace(cache=tmp_path / "unused.sqlite", no_cache=True))
+    memory.close()
+    assert not (tmp_path / "unused.sqlite").exists()
 
 
 def test_cli_modules_import_without_torch() -> None:

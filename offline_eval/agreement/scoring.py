@@ -118,19 +118,13 @@ def build_setup(metric: str | Metric, *, profile: str | None = None, models_dir:
     ``models``: reuse an already built ModelSet (so a benchmark loads each judge once). Raises
     RuntimeError listing the missing model folders.
     """
-    from offline_eval.runtime.loading import (
-        auto_profile, check_provisioned, model_set_from_profile, roles_needed,
-    )
-    from offline_eval.runtime.profiles import load_profile
+    from offline_eval.runtime.loading import check_provisioned, model_set_from_profile, resolve_profile
 
     chosen = resolve_metric(metric) if isinstance(metric, str) else metric
-    roles = set(chosen.roles)
-    profile_name = profile or auto_profile(models_dir, roles)
-    prof = load_profile(profile_name, models_dir).with_overrides(
+    prof, roles = resolve_profile(profile, models_dir, set(chosen.roles), dict(
         judge_path=judge, judge_backend=judge_backend, verifier=verifier, embedder_path=embedder,
-        hhem_path=hhem, hhem_tokenizer_path=hhem_tokenizer, judge_model=judge_model)
+        hhem_path=hhem, hhem_tokenizer_path=hhem_tokenizer, judge_model=judge_model))
     uses_hhem = not prof.verifier_is_judge
-    roles = roles_needed(prof, roles)
     if models is None:
         problems = check_provisioned(prof, roles)
         if problems:
@@ -275,10 +269,9 @@ def format_report(report: dict[str, Any]) -> str:
 def run_from_args(args: Any) -> int:
     """The ``offline-eval agreement`` command (see :mod:`offline_eval.agreement_cli`)."""
     import json
-    import os
 
-    from offline_eval.cli import DEFAULT_CACHE, _Progress
-    from offline_eval.cli_models import apply_threads
+    from offline_eval.cli import _Progress
+    from offline_eval.cli_models import apply_threads, open_cache
     from offline_eval.data.readers import parse_mapping, read_dataset
 
     apply_threads(args)
@@ -299,9 +292,7 @@ def run_from_args(args: Any) -> int:
         print("offline-eval: starter profile: its judge is too small to judge; these agreement numbers "
               "only show that the pipeline runs", file=sys.stderr)
     output = args.output or Path("runs") / f"agreement-{Path(args.dataset).stem}-{setup.metric.name}"
-    cache_path = None if args.no_cache else (args.cache or Path(
-        os.environ.get("OFFLINE_EVAL_CACHE", DEFAULT_CACHE)).expanduser())
-    cache = ResultCache(cache_path)
+    cache = open_cache(args)
     try:
         scores = score_samples([s for s, _ in labelled], setup, output, cache=cache,
                                progress=None if args.quiet else _Progress())

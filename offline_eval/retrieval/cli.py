@@ -87,10 +87,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     e2e.add_argument("--answer-metrics", default="completeness,hallucination,faithfulness",
                      help="metrics scored on the answers (default completeness,hallucination,faithfulness)")
     e2e.add_argument("--answer-limit", type=int, default=None, help="answer only the first N queries")
-    from offline_eval.cli_models import add_model_arguments
+    from offline_eval.cli_models import add_cache_arguments, add_model_arguments
     add_model_arguments(e2e, embedder=False)
     e2e.add_argument("--max-tokens", type=int, default=256, help="longest judge output (default 256)")
-    e2e.add_argument("--cache", type=Path, default=None, help="SQLite cache of model answers")
+    add_cache_arguments(e2e)
     parser.add_argument("--output", type=Path, default=Path("retrieval-results"),
                         help="output folder: tables, per-query file, plot, indexes, caches")
     parser.add_argument("--no-progress", action="store_true", help="no progress bars")
@@ -125,30 +125,18 @@ def run(args: argparse.Namespace) -> int:
 
 def _end_to_end(args: argparse.Namespace) -> int:
     """Answer with the judge from every retriever's chunks and score the answers."""
-    import os
-
-    from offline_eval.cli import DEFAULT_CACHE
-    from offline_eval.cli_models import apply_threads
-    from offline_eval.engine.cache import ResultCache
+    from offline_eval.cli_models import apply_threads, load_models, open_cache
     from offline_eval.metrics.settings import EvalSettings
     from offline_eval.retrieval.answering import format_answer_table, run_end_to_end
-    from offline_eval.runtime.loading import auto_profile, check_provisioned, model_set_from_profile
-    from offline_eval.runtime.profiles import load_profile
 
     apply_threads(args)
-    profile = load_profile(args.profile or auto_profile(args.models_dir), args.models_dir).with_overrides(
-        judge_path=args.judge, judge_backend=args.judge_backend, verifier=args.verifier,
-        judge_model=args.judge_model, hhem_path=args.hhem, hhem_tokenizer_path=args.hhem_tokenizer)
-    problems = check_provisioned(profile, {"judge", "verifier"})
-    if problems:
-        for problem in problems:
-            print(f"offline-eval retrieval: {problem}", file=sys.stderr)
+    loaded = load_models(args, {"judge", "verifier"}, command="offline-eval retrieval", batch_size=None)
+    if loaded is None:
         return 2
+    profile, _, models = loaded
     settings = EvalSettings(verifier="judge" if profile.verifier_is_judge else "hhem",
                             max_tokens=args.max_tokens)
-    models = model_set_from_profile(profile, device=args.device, batch_size=None,
-                                    judge_batch_size=args.judge_batch_size, roles={"judge", "verifier"})
-    cache = ResultCache(args.cache or Path(os.environ.get("OFFLINE_EVAL_CACHE", DEFAULT_CACHE)).expanduser())
+    cache = open_cache(args)
     names = [n.strip() for n in args.answer_metrics.split(",") if n.strip()]
     table = run_end_to_end(args.output / "answer", args.output, models, settings, metric_names=names,
                            cache=cache, limit=args.answer_limit)

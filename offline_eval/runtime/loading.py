@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -81,6 +82,20 @@ def auto_profile(models_dir: Path | None, roles: set[str] | None = None) -> str:
         if not check_provisioned(load_profile(name, models_dir), roles or {"judge", "verifier", "embedder"}):
             return name
     return "starter"
+
+
+def resolve_profile(name: str | None, models_dir: Path | None, roles: set[str],
+                    overrides: Mapping[str, Any] | None = None) -> tuple[Profile, set[str]]:
+    """The profile a command runs on, and the roles it loads for ``roles``.
+
+    ``name`` None picks the first provisioned profile for ``roles`` (:func:`auto_profile`);
+    ``overrides`` are :meth:`Profile.with_overrides` keywords (the command line's model flags).
+    """
+    from offline_eval.runtime.profiles import load_profile
+
+    profile = load_profile(name or auto_profile(models_dir, roles), models_dir)
+    profile = profile.with_overrides(**(overrides or {}))
+    return profile, roles_needed(profile, roles)
 
 
 def roles_needed(profile: Profile, metric_roles: set[str]) -> set[str]:

@@ -19,7 +19,8 @@ flan-t5-base tokenizer and config: ``KEY = "tokenizer_path"``).
 The models root is ``--models-dir``, else the manifest's own ``models_root``, else
 ``$OFFLINE_EVAL_MODELS``, else ``~/.cache/offline-eval/models``.
 
-Nothing here imports torch or transformers: backends are created lazily by :func:`build_models`.
+Nothing here imports torch or transformers: backends are created lazily by
+:func:`offline_eval.runtime.loading.model_set_from_profile`.
 """
 
 from __future__ import annotations
@@ -570,64 +571,3 @@ def missing_folder_message(profile: Profile, spec: RoleSpec) -> str | None:
                 f"{profile.name}); provision it with: {profile.provision_hint(spec, folder)}"
             )
     return None
-
-
-class Models:
-    """The three backends of a profile, each created on first access through the registry.
-
-    ``verifier`` is None when the profile's claims are verified by the judge (``verifier_is_judge``).
-    A missing folder raises :class:`ModelNotProvisioned` with a one-line fix.
-    """
-
-    def __init__(self, profile: Profile, device: str | None = None, batch_size: int | None = None) -> None:
-        self.profile = profile
-        self.device = device
-        self.batch_size = batch_size
-        self._cache: dict[str, Any] = {}
-
-    @property
-    def starter(self) -> bool:
-        """True when scores are only a pipeline check."""
-        return self.profile.starter
-
-    @property
-    def verifier_is_judge(self) -> bool:
-        return self.profile.verifier_is_judge
-
-    def kwargs(self, role: str) -> dict[str, Any]:
-        """The constructor keywords a role's backend gets."""
-        return backend_kwargs(self.profile.role(role), self.device, self.batch_size)
-
-    def _get(self, role: str) -> Any:
-        if role not in self._cache:
-            from offline_eval.runtime.registry import load_backend
-
-            spec = self.profile.role(role)
-            problem = missing_folder_message(self.profile, spec)
-            if problem:
-                raise ModelNotProvisioned(problem)
-            self._cache[role] = load_backend(role, spec.backend, **self.kwargs(role))
-        return self._cache[role]
-
-    @property
-    def judge(self) -> Any:
-        return self._get("judge")
-
-    @property
-    def verifier(self) -> Any:
-        if self.profile.verifier_is_judge:
-            return None
-        return self._get("verifier")
-
-    @property
-    def embedder(self) -> Any:
-        return self._get("embedder")
-
-    def loaded(self) -> list[str]:
-        """Roles whose backend has been created so far."""
-        return list(self._cache)
-
-
-def build_models(profile: Profile, device: str | None = None, batch_size: int | None = None) -> Models:
-    """Lazily-built backends for ``profile`` (nothing is loaded until a role is first used)."""
-    return Models(profile, device=device, batch_size=batch_size)

@@ -8,15 +8,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 from pathlib import Path
 from typing import Any
 
-from offline_eval.cli_models import add_model_arguments, apply_threads
+from offline_eval.cli_models import add_cache_arguments, add_model_arguments, apply_threads, load_models, open_cache
 from offline_eval.testset import QUESTION_TYPES
-
-DEFAULT_CACHE = Path("~/.cache/offline-eval/cache.sqlite")
 
 EPILOG = """\
 examples:
@@ -88,8 +85,7 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
     models.add_argument("--device", help="cpu, cuda, cuda:0, ...")
     models.add_argument("--batch-size", type=int, help="judge batch size")
     out = p.add_argument_group("output")
-    out.add_argument("--cache", type=Path, help=f"SQLite cache of model answers (default: {DEFAULT_CACHE})")
-    out.add_argument("--no-cache", action="store_true", help="keep model answers in memory only")
+    add_cache_arguments(out)
     out.add_argument("--rejected", type=Path,
                      help="where to write the judge answers that were rejected, raw, with the reason "
                           "(default: <out name>.rejected.jsonl next to --out; written when there are any)")
@@ -113,11 +109,8 @@ def _stage_bar(description: str, total: int) -> Any:
 
 
 def cmd_generate(args: argparse.Namespace) -> int:
-    from offline_eval.engine.cache import ResultCache
     from offline_eval.engine.executor import Engine
     from offline_eval.retrieval.corpus import load_corpus
-    from offline_eval.runtime.loading import auto_profile, check_provisioned, model_set_from_profile
-    from offline_eval.runtime.profiles import load_profile
     from offline_eval.testset.pipeline import GenerateOptions, generate_testset, source_docs
 
     apply_threads(args)
@@ -129,18 +122,11 @@ def cmd_generate(args: argparse.Namespace) -> int:
         print("offline-eval generate: no documents to generate from", file=sys.stderr)
         return 2
 
-    profile = load_profile(args.profile or auto_profile(args.models_dir, {"judge"}), args.models_dir).with_overrides(
-        judge_path=args.judge, judge_backend=args.judge_backend, judge_model=args.judge_model)
-    problems = check_provisioned(profile, {"judge"})
-    if problems:
-        for problem in problems:
-            print(f"offline-eval: {problem}", file=sys.stderr)
+    loaded = load_models(args, {"judge"}, command="offline-eval", batch_size=args.batch_size)
+    if loaded is None:
         return 2
-    models = model_set_from_profile(profile, device=args.device, batch_size=args.batch_size,
-                                    judge_batch_size=args.judge_batch_size, roles={"judge"})
-    cache_path = None if args.no_cache else (args.cache or Path(
-        os.environ.get("OFFLINE_EVAL_CACHE", DEFAULT_CACHE)).expanduser())
-    cache = ResultCache(cache_path)
+    profile, _, models = loaded
+    cache = open_cache(args)
     if profile.starter:
         print("offline-eval: starter profile: the test set only shows that the pipeline runs; use the cpu "
               "or gpu profile for a real one", file=sys.stderr)
