@@ -25,12 +25,13 @@ SAMPLE = Sample(id="1", question="Tell me about Paris.", answer="Paris is the ca
 CLAIMS = ["Paris is the capital of France.", "Paris has 9 million people."]
 
 
-def yes_for(*statements: str):
-    """Option rule: P(Yes)=0.9 when the prompt's statement is one of ``statements``, else 0.1."""
+def yes_for(*statements: str, label: str = "Statement: "):
+    """Option rule: P(Yes)=0.9 when the prompt's statement (after ``label``) is one of ``statements``,
+    else 0.1."""
     def probs(text: str) -> dict[str, float]:
-        statement = text.split("Statement: ", 1)[1].split("\n", 1)[0] if "Statement: " in text else ""
+        statement = text.split(label, 1)[1].split("\n", 1)[0] if label in text else ""
         return {"Yes": 0.9, "No": 0.1} if statement in statements else {"Yes": 0.1, "No": 0.9}
-    return {"match": "Statement: ", "probs": probs}
+    return {"match": label, "probs": probs}
 
 
 def test_faithfulness_with_option_verdicts():
@@ -157,10 +158,32 @@ def test_context_precision_and_utilization():
 
 
 def test_context_recall_over_reference_sentences():
-    judge = ScriptedJudge(script={"options": [yes_for("Paris is the capital of France.")]})
+    judge = ScriptedJudge(script={"options": [
+        yes_for("Paris is the capital of France.", label="Sentence of the reference answer: ")]})
     result = score(ContextRecall(), SAMPLE, models(judge))
     assert result.value == pytest.approx(0.5)
     assert [c["attributed"] for c in result.metadata["claims"]] == [True, False]
+    # Each sentence is judged as an answer to the question, as in Ragas' prompt.
+    assert all("Question: Tell me about Paris." in p for p in judge.prompts_seen)
+
+
+def test_context_recall_reads_a_fragment_reference_as_the_answer_to_the_question():
+    sample = Sample(id="2", question="When did the Eiffel Tower open?", answer="In 1889.",
+                    contexts=CONTEXTS, ground_truth="1889", language="en")
+    rule = {"match": "Question: When did the Eiffel Tower open?\nSentence of the reference answer: 1889",
+            "probs": {"Yes": 0.8, "No": 0.2}}
+    judge = ScriptedJudge(script={"options": [rule]})
+    assert score(ContextRecall(), sample, models(judge)).value == 1.0
+    verdicts = {"verdicts": [{"statement": "1889", "reason": "chunk 2", "supported": True, "chunk": 2}]}
+    json_judge = ScriptedJudge(script={"generate": [
+        {"match": "Question: When did the Eiffel Tower open?\nFor each sentence of the reference answer",
+         "response": json.dumps(verdicts)}]})
+    result = score(ContextRecall(), sample, models(json_judge), EvalSettings(verifier="judge", verdicts="generate"))
+    assert result.value == 1.0 and result.metadata["claims"][0]["chunk"] == 1
+    # HHEM takes (premise, hypothesis) pairs only: the sentence itself, against each chunk.
+    verifier = ScriptedVerifier(rules=[{"premise": "1889", "hypothesis": "1889", "probability": 0.9}], default=0.1)
+    hhem = score(ContextRecall(), sample, models(None, verifier), EvalSettings(verifier="hhem"))
+    assert hhem.value == 1.0 and hhem.metadata["claims"][0]["chunk"] == 1
 
 
 def test_context_entity_recall():

@@ -17,7 +17,9 @@ from offline_eval.engine.parsing import parse_output
 from offline_eval.engine.requests import Classify, Embed, Generate, Sampling, ScoreOptions, messages
 from offline_eval.metrics.settings import EvalSettings
 from offline_eval.prompts.base import Prompt
-from offline_eval.prompts.ragas import CLAIMS, REPAIR, SUPPORT_OPTION, SUPPORT_VERDICTS
+from offline_eval.prompts.ragas import (
+    ATTRIBUTION_OPTION, ATTRIBUTION_VERDICTS, CLAIMS, REPAIR, SUPPORT_OPTION, SUPPORT_VERDICTS,
+)
 
 
 @dataclass
@@ -117,13 +119,15 @@ def number_chunks(chunks: Sequence[str]) -> str:
 
 
 def support_matrix(premises: Sequence[str], claims: Sequence[str], language: str, settings: EvalSettings,
-                   *, numbered: bool = False) -> Generator[Any, Any, list[list[Verdict]] | str]:
+                   *, numbered: bool = False,
+                   question: str | None = None) -> Generator[Any, Any, list[list[Verdict]] | str]:
     """Verdict for every (premise, claim) pair: ``result[p][c]``; or a reason string on failure.
 
     The verifier decides the request type: HHEM classifies each pair; the judge answers P(Yes) by
     option log-probabilities, or (``verdicts="generate"``) JSON verdicts for a handful of claims per
     call, with an exact-length schema so counts always match. ``numbered``: the premise is a list of
-    numbered chunks whose number the judge may cite.
+    numbered chunks whose number the judge may cite. ``question``: the claims are sentences of an
+    answer to it, and the judge reads them as such (HHEM takes premise and claim only).
     """
     threshold = settings.support_threshold
     if not premises or not claims:
@@ -134,7 +138,8 @@ def support_matrix(premises: Sequence[str], claims: Sequence[str], language: str
         return [[Verdict(float(p), float(p) >= threshold) for p in (next(it) for _ in claims)]
                 for _ in premises]
     if settings.verdicts == "options":
-        requests = [ScoreOptions(prompt=SUPPORT_OPTION.render(language, premise=p, hypothesis=c),
+        option_prompt, extra = (ATTRIBUTION_OPTION, {"question": question}) if question else (SUPPORT_OPTION, {})
+        requests = [ScoreOptions(prompt=option_prompt.render(language, premise=p, hypothesis=c, **extra),
                                  options=("Yes", "No")) for p in premises for c in claims]
         probs = yield requests
         it = iter(probs)
@@ -142,16 +147,17 @@ def support_matrix(premises: Sequence[str], claims: Sequence[str], language: str
                 for _ in premises]
     # JSON verdicts, a few statements per call.
     step = max(1, settings.statements_per_call)
+    verdicts_prompt, extra = (ATTRIBUTION_VERDICTS, {"question": question}) if question else (SUPPORT_VERDICTS, {})
     asks, spans = [], []
     for p_index, premise in enumerate(premises):
         for start in range(0, len(claims), step):
             part = claims[start:start + step]
-            schema = json.loads(SUPPORT_VERDICTS.schema_json)
+            schema = json.loads(verdicts_prompt.schema_json)
             schema["properties"]["verdicts"]["minItems"] = len(part)
             schema["properties"]["verdicts"]["maxItems"] = len(part)
             statements = "\n".join(f"{i + 1}. {c}" for i, c in enumerate(part))
-            asks.append(JsonAsk(SUPPORT_VERDICTS, language, {"premise": premise, "statements": statements},
-                                schema))
+            asks.append(JsonAsk(verdicts_prompt, language,
+                                {"premise": premise, "statements": statements, **extra}, schema))
             spans.append((p_index, start))
     answers = yield from ask_json_many(asks, settings)
     matrix: list[list[Verdict | None]] = [[None] * len(claims) for _ in premises]
@@ -168,7 +174,8 @@ def support_matrix(premises: Sequence[str], claims: Sequence[str], language: str
 
 
 def support_against_contexts(contexts: Sequence[str], claims: Sequence[str], language: str,
-                             settings: EvalSettings) -> Generator[Any, Any, list[Verdict] | str]:
+                             settings: EvalSettings,
+                             question: str | None = None) -> Generator[Any, Any, list[Verdict] | str]:
     """One verdict per claim against a set of retrieved chunks.
 
     HHEM checks each chunk separately (a claim is supported if any chunk supports it, and that
@@ -184,7 +191,8 @@ def support_against_contexts(contexts: Sequence[str], claims: Sequence[str], lan
             v = matrix[best][c]
             out.append(Verdict(v.probability, v.supported, best if v.supported else None))
         return out
-    matrix = yield from support_matrix([number_chunks(contexts)], claims, language, settings, numbered=True)
+    matrix = yield from support_matrix([number_chunks(contexts)], claims, language, settings, numbered=True,
+                                       question=question)
     return matrix if isinstance(matrix, str) else matrix[0]
 
 

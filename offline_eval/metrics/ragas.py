@@ -221,7 +221,8 @@ class ContextRecall(SampleMetric):
         sentences = split_sentences(sample.ground_truth, lang)
         if not sentences:
             return Score.unscored("empty_reference", "the reference has no sentence")
-        verdicts = yield from support_against_contexts(sample.contexts, sentences, lang, ctx)
+        verdicts = yield from support_against_contexts(sample.contexts, sentences, lang, ctx,
+                                                       question=sample.question or None)
         if isinstance(verdicts, str):
             return Score.unscored("judge_unparseable", verdicts)
         attributed = sum(v.supported for v in verdicts)

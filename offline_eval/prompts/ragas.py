@@ -69,6 +69,35 @@ SUPPORT_VERDICTS = register(Prompt(
             "supported": {"type": "boolean"}, "chunk": {"type": ["integer", "null"]}}}}}},
 ))
 
+# context_recall: a sentence of the reference is judged as an answer to the question (Ragas' context
+# recall prompt has the question too): a reference like "January 2021" is no statement on its own.
+ATTRIBUTION_OPTION = register(Prompt(
+    name="attribution_option",
+    system=YES_NO,
+    template={
+        "en": ("Context:\n{premise}\n\nQuestion: {question}\nSentence of the reference answer: {hypothesis}\n\n"
+               "As an answer to the question, can this sentence be attributed to the context? Answer Yes or No."),
+        "zh": ("上下文：\n{premise}\n\n问题：{question}\n参考答案中的句子：{hypothesis}\n\n"
+               "作为该问题的回答，这句话能否归因于上下文？回答 Yes 或 No。"),
+    },
+))
+
+ATTRIBUTION_VERDICTS = register(Prompt(
+    name="attribution_verdicts",
+    system=JSON_ONLY,
+    template={
+        "en": ("Context chunks:\n{premise}\n\nQuestion: {question}\nFor each sentence of the reference answer "
+               "decide whether, as an answer to the question, it can be attributed to the context chunks. Give a "
+               "one-sentence reason, supported true/false, and the number of the chunk it comes from (null when "
+               "none).\nSentences:\n{statements}\n"
+               'JSON: {{"verdicts": [{{"statement": "...", "reason": "...", "supported": true, "chunk": 1}}]}}'),
+        "zh": ("上下文片段：\n{premise}\n\n问题：{question}\n逐句判断参考答案中的句子作为该问题的回答能否归因于上下文片段。"
+               "给出一句理由、supported 为 true/false，以及它出自的片段编号（没有则为 null）。\n句子：\n{statements}\n"
+               'JSON：{{"verdicts": [{{"statement": "...", "reason": "...", "supported": true, "chunk": 1}}]}}'),
+    },
+    schema=SUPPORT_VERDICTS.schema,
+))
+
 QUESTIONS = register(Prompt(
     name="questions",
     system=JSON_ONLY,
