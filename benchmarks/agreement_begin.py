@@ -114,17 +114,24 @@ def _notes(payload: dict[str, Any]) -> list[str]:
 
 
 def _compute_wall(run_dir: Path, wall: float) -> float:
-    """Seconds the configuration took when its model work was computed (a rerun that answers from
-    the cache keeps the first measurement, in ``timing.json`` of the run folder)."""
+    """Seconds the configuration took when its model work was computed.
+
+    A rerun that answers from the run folder or the cache keeps the first measurement, kept in the
+    folder's ``timing.json`` with the run's fingerprint; a run whose settings changed (another
+    fingerprint: the run started over) replaces it."""
     path = run_dir / "timing.json"
     try:
-        recorded = float(json.loads(path.read_text())["wall_s"])
+        fingerprint = json.loads((run_dir / "run.json").read_text())["fingerprint"]
     except (OSError, ValueError, KeyError):
-        recorded = 0.0
-    if wall > recorded:
-        path.write_text(json.dumps({"wall_s": round(wall, 1)}))
-        return wall
-    return recorded
+        fingerprint = None
+    try:
+        recorded = json.loads(path.read_text())
+        if recorded.get("fingerprint") == fingerprint and float(recorded["wall_s"]) >= wall:
+            return float(recorded["wall_s"])
+    except (OSError, ValueError, KeyError, AttributeError):
+        pass
+    path.write_text(json.dumps({"wall_s": round(wall, 1), "fingerprint": fingerprint}))
+    return wall
 
 
 def _stat(stat: dict[str, Any]) -> str:

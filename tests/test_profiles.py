@@ -330,3 +330,19 @@ def test_register_adds_models_subcommands() -> None:
     args = parser.parse_args(["models", "pull", "--profile", "gpu", "--to", "d"])
     assert args.func is models_cli.cmd_pull and args.to == Path("d")
     assert parser.parse_args(["models", "check"]).profile == "starter"
+
+
+def test_cache_identity_changes_with_the_backend_revision(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Cached answers are keyed on the backend's output revision: when a backend starts answering the
+    same request differently (transformers 2: option logits in float32), old answers are not reused."""
+    from offline_eval.runtime import registry
+    from offline_eval.runtime.loading import role_identity
+
+    write(tmp_path / "judge" / "config.json", "{}")
+    manifest = write(tmp_path / "p.toml", f'[judge]\nbackend = "transformers"\npath = {json.dumps(str(tmp_path / "judge"))}\n'
+                                          '[verifier]\nbackend = "judge"\n[embedder]\nbackend = "hashing"\n')
+    spec = load_profile(str(manifest)).judge
+    current = role_identity(spec)
+    assert f":r{registry.REVISIONS['transformers']}:" in current
+    monkeypatch.setitem(registry.REVISIONS, "transformers", registry.REVISIONS["transformers"] + 1)
+    assert role_identity(spec) != current

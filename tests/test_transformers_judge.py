@@ -254,6 +254,44 @@ def test_score_options_normalised_batch_invariant_and_exact(model_dir: Path) -> 
     assert len({round(r["Yes"], 6) for r in batched[:-1]}) > 1  # prompts matter
 
 
+def test_bfloat16_option_probabilities_come_from_float32_logits(model_dir: Path) -> None:
+    """A bfloat16 logit is rounded to a few bits; the option probabilities are computed from the
+    output layer's input in float32 instead, so close verdicts do not collapse onto the same value."""
+    # One prompt per pass, computed whole: the same bfloat16 arithmetic as the direct forward below
+    # (batching and shared prefixes move bfloat16 hidden states by more than the rounding at issue).
+    judge = TransformersJudge(str(model_dir), batch_size=1, dtype="bfloat16", share_prefixes=False)
+    options = ("Yes", "No")
+    got = judge.score_options([ScoreOptions(prompt=p, options=options) for p in PROMPTS])
+    option_ids = chat.option_token_ids(judge.tokenizer, options)
+    differs = 0
+    for prompt, probs in zip(PROMPTS, got):
+        ids = chat.encode_chat(judge.tokenizer, prompt)
+        with torch.no_grad():
+            out = judge.model(input_ids=torch.tensor([ids]), output_hidden_states=True)
+        hidden = out.hidden_states[-1][0, -1]  # after the final norm: what lm_head reads
+        assert torch.equal(judge.model.lm_head(hidden), out.logits[0, -1])
+        exact = (hidden.float() @ judge.model.lm_head.weight.float().T).detach()
+        expected = chat.normalise_logprobs({o: chat.logsumexp(float(exact[t]) for t in toks)
+                                            for o, toks in option_ids.items()})
+        rounded = chat.normalise_logprobs({o: chat.logsumexp(float(out.logits[0, -1, t]) for t in toks)
+                                           for o, toks in option_ids.items()})
+        assert probs["Yes"] == pytest.approx(expected["Yes"], abs=1e-4)
+        differs += abs(rounded["Yes"] - expected["Yes"]) > 1e-4
+    assert differs  # the rounding is visible on these prompts: the float32 path is what is tested
+
+
+def test_option_logits_fall_back_when_the_model_rescales_its_logits(judge: TransformersJudge) -> None:
+    torch.manual_seed(0)
+    hidden = torch.randn(3, judge.model.config.hidden_size)
+    tokens = [5, 9]
+    exact = hidden @ judge.model.lm_head.weight[tokens].T
+    logits = torch.zeros(3, judge.model.config.vocab_size)
+    logits[:, tokens] = exact
+    assert torch.allclose(judge._option_logits(hidden, logits, tokens), exact, atol=1e-5)
+    logits[:, tokens] = torch.tanh(exact / 0.5) * 0.5  # a soft cap applied after the output layer
+    assert torch.equal(judge._option_logits(hidden, logits, tokens), logits[:, tokens])
+
+
 def test_option_tokens_cover_space_variant(judge: TransformersJudge) -> None:
     ids = chat.option_token_ids(judge.tokenizer, ("Yes", "No"))
     plain = judge.tokenizer.encode("Yes", add_special_tokens=False)[0]

@@ -11,7 +11,7 @@ from offline_eval.engine.models import ModelSet, folder_fingerprint
 from offline_eval.runtime.profiles import (
     ModelNotProvisioned, Profile, RoleSpec, backend_kwargs, missing_folder_message,
 )
-from offline_eval.runtime.registry import load_backend
+from offline_eval.runtime.registry import REVISIONS, load_backend
 
 # Options that change no output, so they stay out of the cache identity.
 _NEUTRAL_OPTIONS = {"batch_size", "device", "gpu_memory_utilization", "max_concurrency", "timeout",
@@ -19,7 +19,10 @@ _NEUTRAL_OPTIONS = {"batch_size", "device", "gpu_memory_utilization", "max_concu
 
 
 def role_identity(spec: RoleSpec) -> str:
+    """What a role's cached answers are keyed on: backend, model files, options that change outputs."""
     parts = [spec.role, spec.backend]
+    if REVISIONS.get(spec.backend, 1) > 1:
+        parts.append(f"r{REVISIONS[spec.backend]}")
     if spec.path is not None:
         parts.append(folder_fingerprint(spec.path) if spec.path.exists() else str(spec.path))
     for key, path in sorted(spec.extra_paths.items()):

@@ -25,7 +25,11 @@ Design points (see also :mod:`offline_eval.runtime.chat` for prompt and option r
   ``max_position_embeddings``) raises ``ValueError`` naming the request; nothing is silently truncated.
   A completion is cut so prompt + completion fit in ``max_model_len``.
 * **Options** — forward passes with ``logits_to_keep=1`` (only the last position's logits are
-  materialised), log-softmax, the option tokens' log-probs, normalised over the options.
+  materialised); the option tokens' logits, normalised over the options. The option logits are
+  recomputed in float32 from the hidden state the output layer received: a bfloat16 logit near 20 is
+  rounded to a multiple of 0.125, which turns P(Yes) into a handful of values (0.27, 0.29, 0.35, ...)
+  and ties unrelated verdicts. When the recomputation does not match the model's own logits (an
+  architecture that rescales them after the output layer), the model's logits are used.
 * **Shared prefixes, little padding** — evaluation prompts repeat themselves: every verdict on a
   sample's claims re-reads the same retrieved contexts, every claim extraction the same instructions
   and example. A batch's prompts are grouped by common token prefix; a group's prefix is run once at
@@ -45,7 +49,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from offline_eval.engine.requests import Generate, ScoreOptions
 from offline_eval.runtime import chat
@@ -163,6 +167,14 @@ def _cache_from_tensors(layers: Sequence[tuple[Any, Any]]) -> Any:
     return DynamicCache(ddp_cache_data=layers)
 
 
+class _Prefill(NamedTuple):
+    logits: Any  # (B, vocab), last position, model dtype
+    hidden: Any  # (B, hidden): what the output layer received at the last position
+    cache: Any
+    mask: Any
+    positions: Any
+
+
 @dataclass
 class _Row:
     """One sequence to decode: a prompt, a token budget and (when sampling) its own seed."""
@@ -235,6 +247,10 @@ class TransformersJudge:
         self.model.to(self.device)
         self.model.eval()
         use_grouped_decode_attention(self.model)
+        self._head = self.model.get_output_embeddings()
+        self._head_input: Any = None  # set by the hook on every forward pass
+        if self._head is not None:
+            self._head.register_forward_pre_hook(self._remember_head_input)
 
         text_config = self.model.config.get_text_config()
         self.max_model_len: int | None = max_model_len or getattr(
@@ -283,6 +299,32 @@ class TransformersJudge:
                 ids.update(int(i) for i in source)
         return ids
 
+    def _remember_head_input(self, module: Any, args: tuple[Any, ...]) -> None:
+        self._head_input = args[0]
+
+    def _last_hidden(self) -> Any:
+        return None if self._head_input is None else self._head_input[:, -1, :]
+
+    def _option_logits(self, hidden: Any, logits: Any, token_ids: Sequence[int]) -> Any:
+        """float32 logits ``(B, len(token_ids))`` of these tokens, from the output layer's input.
+
+        Falls back to the model's (rounded) logits when the two disagree by more than rounding:
+        a model that rescales or caps logits after the output layer."""
+        import torch
+
+        index = torch.tensor(list(token_ids), dtype=torch.long, device=logits.device)
+        coarse = logits.index_select(1, index).float()
+        if hidden is None or getattr(self._head, "weight", None) is None:
+            return coarse
+        weight = self._head.weight.index_select(0, index).float()
+        exact = hidden.float() @ weight.T
+        bias = getattr(self._head, "bias", None)
+        if bias is not None:
+            exact = exact + bias.index_select(0, index).float()
+        if not torch.allclose(exact, coarse, rtol=0.02, atol=0.25):
+            return coarse
+        return exact
+
     def _options(self, options: tuple[str, ...]) -> dict[str, tuple[int, ...]]:
         if options not in self._option_cache:
             self._option_cache[options] = chat.option_token_ids(self.tokenizer, options)
@@ -313,9 +355,9 @@ class TransformersJudge:
         positions = (mask.cumsum(-1) - 1).clamp(min=0)
         return ids.to(self.device), mask.to(self.device), positions.to(self.device)
 
-    def _prefill(self, seqs: Sequence[list[int]], keep_cache: bool) -> tuple[Any, Any, Any, Any]:
-        """Run a batch of prompts; returns the last position's logits ``(B, vocab)`` and, when
-        ``keep_cache``, the key/value cache, attention mask and position ids to decode from.
+    def _prefill(self, seqs: Sequence[list[int]], keep_cache: bool) -> _Prefill:
+        """Run a batch of prompts; returns the last position's logits ``(B, vocab)`` and hidden state
+        and, when ``keep_cache``, the key/value cache, attention mask and position ids to decode from.
 
         Prompts are grouped by shared prefix (:func:`prefix_groups`); a group's prefix is computed
         once at batch size one and its cache copied to each member. The tails (the whole prompt for
@@ -330,14 +372,15 @@ class TransformersJudge:
             ids, mask, positions = self._pad(seqs)
             out = self.model(input_ids=ids, attention_mask=mask, position_ids=positions, use_cache=keep_cache,
                              logits_to_keep=1)
-            return out.logits[:, -1, :], out.past_key_values if keep_cache else None, mask, positions
+            return _Prefill(out.logits[:, -1, :], self._last_hidden(),
+                            out.past_key_values if keep_cache else None, mask, positions)
         if self.share_prefixes and len(seqs) > 1:
             groups = prefix_groups(seqs, len(seqs))
         else:
             groups = [list(range(len(seqs)))]
         plain = [g[0] for g in groups if len(g) == 1]
         groups = [g for g in groups if len(g) > 1] + ([plain] if plain else [])
-        pieces: list[tuple[list[int], Any, Any, Any, Any]] = []  # rows, logits, cache, mask, positions
+        pieces: list[tuple[list[int], Any, Any, Any, Any, Any]] = []  # rows, logits, cache, mask, positions, hidden
         for group in groups:
             shared = shared_prefix_len([seqs[i] for i in group]) if len(group) > 1 else 0
             if shared < MIN_SHARED_PREFIX or group is plain or not self.share_prefixes:
@@ -362,15 +405,16 @@ class TransformersJudge:
                 out = self.model(input_ids=ids, attention_mask=tail_mask, position_ids=positions,
                                  past_key_values=cache, use_cache=keep_cache, logits_to_keep=1)
                 pieces.append((bucket, out.logits[:, -1, :], out.past_key_values if keep_cache else None,
-                               tail_mask, positions[:, -1:]))
+                               tail_mask, positions[:, -1:], self._last_hidden()))
         rows = [i for piece in pieces for i in piece[0]]
         if len(pieces) == 1 and rows == sorted(rows):
-            _, logits, cache, mask, positions = pieces[0]
-            return logits, cache, mask, positions
+            _, logits, cache, mask, positions, hidden = pieces[0]
+            return _Prefill(logits, hidden, cache, mask, positions)
         back = torch.tensor(sorted(range(len(rows)), key=rows.__getitem__), device=self.device)
         logits = torch.cat([p[1] for p in pieces]).index_select(0, back)
+        hidden = torch.cat([p[5] for p in pieces]).index_select(0, back)
         if not keep_cache:
-            return logits, None, None, None
+            return _Prefill(logits, hidden, None, None, None)
         width = max(p[3].shape[1] for p in pieces)
         layers = []
         for layer in range(len(_cache_tensors(pieces[0][2]))):
@@ -383,7 +427,8 @@ class TransformersJudge:
             layers.append((torch.cat(keys).index_select(0, back), torch.cat(values).index_select(0, back)))
         mask = torch.cat([torch.nn.functional.pad(p[3], (width - p[3].shape[1], 0)) for p in pieces])
         positions = torch.cat([p[4] for p in pieces])
-        return logits, _cache_from_tensors(layers), mask.index_select(0, back), positions.index_select(0, back)
+        return _Prefill(logits, hidden, _cache_from_tensors(layers), mask.index_select(0, back),
+                        positions.index_select(0, back))
 
     def batch_order(self, requests: Sequence[Generate | ScoreOptions]) -> list[int]:
         """The order the engine should cut batches in: prompts sharing a prefix side by side (token
@@ -447,7 +492,7 @@ class TransformersJudge:
         ]
         closers = self._json_closers() if any(r.stop_at_json_end for r in rows) else frozenset()
         with torch.inference_mode():
-            logits, cache, mask, positions = self._prefill([r.ids for r in rows], keep_cache=True)
+            logits, _, cache, mask, positions = self._prefill([r.ids for r in rows], keep_cache=True)
             alive = list(range(len(rows)))  # batch position -> row; finished rows leave the batch
             for _ in range(steps):
                 logits = logits.float()
@@ -520,21 +565,23 @@ class TransformersJudge:
     # options
 
     def score_options(self, requests: Sequence[ScoreOptions]) -> list[dict[str, float]]:
-        """P(option) as the next token after the prompt, normalised over the options."""
+        """P(option) as the next token after the prompt, normalised over the options (see the
+        module docstring: option logits in float32)."""
         import torch
 
         option_ids = [self._options(tuple(req.options)) for req in requests]
         prompts = [self._encode(i, req.prompt, room=0) for i, req in enumerate(requests)]
         order = sorted(range(len(requests)), key=lambda i: prompts[i])  # shared prefixes side by side
-        last: list[Any] = [None] * len(requests)
+        results: list[dict[str, float]] = [{} for _ in requests]
         with torch.inference_mode():
             for start in range(0, len(order), self.batch_size):
                 chunk = order[start:start + self.batch_size]
-                logits, _, _, _ = self._prefill([prompts[i] for i in chunk], keep_cache=False)
-                for i, row in zip(chunk, torch.log_softmax(logits.float(), dim=-1).cpu()):
-                    last[i] = row
-        results: list[dict[str, float]] = []
-        for row, opts in zip(last, option_ids):
-            per_option = {option: chat.logsumexp(float(row[t]) for t in toks) for option, toks in opts.items()}
-            results.append(chat.normalise_logprobs(per_option))
+                out = self._prefill([prompts[i] for i in chunk], keep_cache=False)
+                tokens = sorted({t for i in chunk for toks in option_ids[i].values() for t in toks})
+                column = {t: c for c, t in enumerate(tokens)}
+                rows = self._option_logits(out.hidden, out.logits, tokens).cpu().tolist()
+                for i, row in zip(chunk, rows):
+                    per_option = {option: chat.logsumexp(row[column[t]] for t in toks)
+                                  for option, toks in option_ids[i].items()}
+                    results[i] = chat.normalise_logprobs(per_option)
         return results
