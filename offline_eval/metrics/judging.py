@@ -137,8 +137,9 @@ def support_matrix(premises: Sequence[str], claims: Sequence[str], language: str
         it = iter(probs)
         return [[Verdict(float(p), float(p) >= threshold) for p in (next(it) for _ in claims)]
                 for _ in premises]
+    extra = {"question": question} if question else {}
     if settings.verdicts == "options":
-        option_prompt, extra = (ATTRIBUTION_OPTION, {"question": question}) if question else (SUPPORT_OPTION, {})
+        option_prompt = ATTRIBUTION_OPTION if question else SUPPORT_OPTION
         requests = [ScoreOptions(prompt=option_prompt.render(language, premise=p, hypothesis=c, **extra),
                                  options=("Yes", "No")) for p in premises for c in claims]
         probs = yield requests
@@ -147,7 +148,7 @@ def support_matrix(premises: Sequence[str], claims: Sequence[str], language: str
                 for _ in premises]
     # JSON verdicts, a few statements per call.
     step = max(1, settings.statements_per_call)
-    verdicts_prompt, extra = (ATTRIBUTION_VERDICTS, {"question": question}) if question else (SUPPORT_VERDICTS, {})
+    verdicts_prompt = ATTRIBUTION_VERDICTS if question else SUPPORT_VERDICTS
     asks, spans = [], []
     for p_index, premise in enumerate(premises):
         for start in range(0, len(claims), step):

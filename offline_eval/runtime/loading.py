@@ -21,8 +21,9 @@ _NEUTRAL_OPTIONS = {"batch_size", "device", "gpu_memory_utilization", "max_concu
 def role_identity(spec: RoleSpec) -> str:
     """What a role's cached answers are keyed on: backend, model files, options that change outputs."""
     parts = [spec.role, spec.backend]
-    if REVISIONS.get(spec.backend, 1) > 1:
-        parts.append(f"r{REVISIONS[spec.backend]}")
+    revision = REVISIONS.get(spec.backend, 1)
+    if revision > 1:
+        parts.append(f"r{revision}")
     if spec.path is not None:
         parts.append(folder_fingerprint(spec.path) if spec.path.exists() else str(spec.path))
     for key, path in sorted(spec.extra_paths.items()):
