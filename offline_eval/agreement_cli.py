@@ -1,4 +1,5 @@
-"""`offline-eval agreement`: how well does a metric agree with human labels?
+"""`offline-eval agreement` and `offline-eval calibrate`: how well does a metric agree with human labels,
+and where should its decision threshold sit for one judge?
 
     offline-eval agreement --dataset begin.tsv --map question=message,contexts=knowledge \
         --labels begin_label --positive "Fully attributable" --drop Generic --metric faithfulness
@@ -21,16 +22,13 @@ def _run(args: argparse.Namespace) -> int:
     return run_from_args(args)
 
 
-def register(subparsers: Any) -> argparse.ArgumentParser:
-    """Add the ``agreement`` subcommand (its ``func`` runs it)."""
-    p = subparsers.add_parser(
-        "agreement", help="agreement of a metric with human labels (balanced accuracy, AUC, Spearman, pairwise)",
-        description="Score a human-labelled dataset with one metric and report agreement with the labels: "
-                    "pointwise -- balanced accuracy (metric >= --threshold), ROC AUC and Spearman; "
-                    "pairwise -- share of pairs where the metric prefers the human-preferred item "
-                    "(ties split at random with a fixed seed). Each with a bootstrap 95% interval. "
-                    "Unscored samples are counted by reason and left out, never counted as 0.",
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+def _calibrate(args: argparse.Namespace) -> int:
+    from offline_eval.agreement.scoring import calibrate_from_args
+
+    return calibrate_from_args(args)
+
+
+def _add_labelled_data(p: argparse.ArgumentParser) -> None:
     data = p.add_argument_group("data and labels")
     data.add_argument("--dataset", required=True, help="any dataset `run` reads")
     data.add_argument("--map", dest="mapping", metavar="FIELD=PATH,...",
@@ -40,16 +38,10 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
     data.add_argument("--positive", nargs="+", metavar="VALUE",
                       help="label values that mean 1 (other strings mean 0); numeric labels need none")
     data.add_argument("--drop", nargs="+", metavar="VALUE", help="label values whose samples are left out")
-    what = p.add_argument_group("agreement")
-    what.add_argument("--metric", required=True, help="metric name (`offline-eval metrics`, or faithfulness_sentences)")
-    what.add_argument("--protocol", choices=["pointwise", "pairwise"], default="pointwise")
-    what.add_argument("--pair-field", metavar="FIELD",
-                      help="pairwise: field shared by the items to compare (higher label = preferred)")
-    what.add_argument("--threshold", type=float, default=0.5, help="metric value counted as a positive prediction")
-    what.add_argument("--value", metavar="KEY",
-                      help="use the metric's metadata[KEY] instead of its value (e.g. mean_probability)")
-    what.add_argument("--resamples", type=int, help="bootstrap resamples (default: offline_eval.stats, 2000)")
-    what.add_argument("--seed", type=int, help="seed of the bootstrap and of tie splits (default: offline_eval.stats)")
+
+
+def _add_scoring(p: argparse.ArgumentParser, what: argparse._ArgumentGroup) -> None:
+    what.add_argument("--metric", required=True, help="metric name (`offline-eval metrics`)")
     what.add_argument("--verdicts", choices=["options", "generate"], help="judge verdicts (see `run`)")
     what.add_argument("--max-tokens", type=int, help="longest judge output, in tokens")
     what.add_argument("--language", choices=["en", "zh"], help="force the prompt language")
@@ -57,10 +49,54 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
     add_model_arguments(models)
     models.add_argument("--device", help="cpu, cuda, cuda:0, ...")
     models.add_argument("--batch-size", type=int, help="batch size of each backend call")
+
+
+def register(subparsers: Any) -> argparse.ArgumentParser:
+    """Add the ``agreement`` and ``calibrate`` subcommands (their ``func`` runs them)."""
+    p = subparsers.add_parser(
+        "agreement", help="agreement of a metric with human labels (balanced accuracy, AUC, Spearman, pairwise)",
+        description="Score a human-labelled dataset with one metric and report agreement with the labels: "
+                    "pointwise -- balanced accuracy (metric >= --threshold), ROC AUC and Spearman; "
+                    "pairwise -- share of pairs where the metric prefers the human-preferred item "
+                    "(ties split at random with a fixed seed). Each with a bootstrap 95% interval. "
+                    "Unscored samples are counted by reason and left out, never counted as 0.",
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    _add_labelled_data(p)
+    what = p.add_argument_group("agreement")
+    what.add_argument("--protocol", choices=["pointwise", "pairwise"], default="pointwise")
+    what.add_argument("--pair-field", metavar="FIELD",
+                      help="pairwise: field shared by the items to compare (higher label = preferred)")
+    what.add_argument("--threshold", type=float, default=0.5, help="metric value counted as a positive prediction")
+    what.add_argument("--value", metavar="KEY",
+                      help="use the metric's metadata[KEY] instead of its value (e.g. supported_share)")
+    what.add_argument("--resamples", type=int, help="bootstrap resamples (default: offline_eval.stats, 2000)")
+    what.add_argument("--seed", type=int, help="seed of the bootstrap and of tie splits (default: offline_eval.stats)")
+    _add_scoring(p, what)
     out = p.add_argument_group("output")
     out.add_argument("--output", type=Path, help="run folder (default: runs/agreement-<dataset>-<metric>); "
                                                  "agreement.json is written there")
     add_cache_arguments(out)
     out.add_argument("--quiet", action="store_true", help="no progress bars")
     p.set_defaults(func=_run)
+
+    c = subparsers.add_parser(
+        "calibrate", help="fit a metric's decision threshold for one judge on human labels",
+        description="Score a human-labelled dataset with one metric and fit, for exactly these models and "
+                    "settings, the threshold that maximises balanced accuracy (with its cross-validated "
+                    "balanced accuracy) and a Platt map to P(positive). The calibration is written into the "
+                    "judge's model folder (offline-eval-calibration.json) unless --to names another file; "
+                    "`run` applies it to that metric when the models and settings match, and only then.",
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    _add_labelled_data(c)
+    what = c.add_argument_group("calibration")
+    what.add_argument("--folds", type=int, default=5, help="folds of the cross-validated balanced accuracy")
+    what.add_argument("--to", type=Path, metavar="FILE",
+                      help="calibration file to write (default: offline-eval-calibration.json in the judge's "
+                           "folder, else in the folder of the metric's first model)")
+    _add_scoring(c, what)
+    out = c.add_argument_group("output")
+    out.add_argument("--output", type=Path, help="run folder of the scoring (default: runs/calibrate-<dataset>-<metric>)")
+    add_cache_arguments(out)
+    out.add_argument("--quiet", action="store_true", help="no progress bars")
+    c.set_defaults(func=_calibrate)
     return p

@@ -23,7 +23,8 @@ from typing import Any
 
 from offline_eval import __version__
 from offline_eval.cli_models import (
-    add_cache_arguments, add_model_arguments, apply_threads, load_models, open_cache, profile_overrides,
+    add_cache_arguments, add_calibration_arguments, add_model_arguments, apply_threads, load_calibrations,
+    load_models, open_cache, profile_overrides,
 )
 
 SUBCOMMAND_MODULES = ("offline_eval.runtime.models_cli", "offline_eval.retrieval.cli",
@@ -75,6 +76,16 @@ def add_run_parser(subparsers: Any) -> argparse.ArgumentParser:
     what.add_argument("--answer-correctness-weights", type=_pair, metavar="F1,SIM")
     what.add_argument("--weights", type=_weights, metavar="metric=w,...", help="weights of the aggregate")
     what.add_argument("--rubrics", type=Path, help="TOML/JSON rubrics: {reference_free|with_reference: {1..5: text}}")
+    what.add_argument("--verdict-score", choices=["probability", "threshold"],
+                      help="shares of verdicts as expected shares, the mean P(supported) (probability, the default), "
+                           "or as shares of verdicts at P >= 0.5 (threshold, as Ragas)")
+    what.add_argument("--claims", choices=["auto", "llm", "sentences"],
+                      help="statements of an answer to verify: auto (an answer of at most two sentences whole, "
+                           "else the judge's claims; the default), llm (always the judge's claims) or sentences")
+    what.add_argument("--context-window", type=int, metavar="WORDS",
+                      help="judge option verdicts read the contexts in windows of at most WORDS words (Chinese: "
+                           "characters) and keep the best window; 0 reads all contexts at once (default 200)")
+    add_calibration_arguments(what)
     models = p.add_argument_group("models")
     add_model_arguments(models)
     models.add_argument("--device", help="cpu, cuda, cuda:0, ...")
@@ -121,7 +132,9 @@ def _merge_config(args: argparse.Namespace, parser: argparse.ArgumentParser) -> 
             raise SystemExit(f"offline-eval: {args.config}: unknown setting '{key}'")
         if getattr(args, dest) in (None, False):
             action = known[dest]
-            if action.type and isinstance(value, str):
+            if dest == "calibration":
+                value = [Path(v) for v in (value if isinstance(value, list) else [value])]
+            elif action.type and isinstance(value, str):
                 value = action.type(value)
             elif dest == "metrics" and isinstance(value, str):
                 value = _csv(value)
@@ -181,6 +194,10 @@ def cmd_run(args: argparse.Namespace) -> int:
         settings.aggregate_weights = dict(args.weights)
     if args.rubrics:
         settings.rubrics = _load_rubrics(args.rubrics)
+    for name in ("verdict_score", "claims", "context_window"):
+        if getattr(args, name) is not None:
+            setattr(settings, name, getattr(args, name))
+    calibrations = load_calibrations(args, profile, roles)
 
     output = args.output or Path("runs") / Path(args.dataset).stem
     cache = open_cache(args)
@@ -206,7 +223,7 @@ def cmd_run(args: argparse.Namespace) -> int:
                               gpus_per_replica=args.gpus_per_replica or 0, node_cache=args.ray_node_cache)
     else:
         result = evaluate(samples, metrics, models, settings, output, cache=cache, aggregate=aggregate,
-                          per_row=args.per_row, progress=progress, run_info=run_info)
+                          per_row=args.per_row, progress=progress, run_info=run_info, calibrations=calibrations)
     cache.close()
 
     _print_summary(result.summary)

@@ -92,3 +92,29 @@ def load_models(args: argparse.Namespace, roles: set[str], *, command: str,
     models = model_set_from_profile(profile, device=args.device, batch_size=batch_size,
                                     judge_batch_size=args.judge_batch_size, roles=roles)
     return profile, roles, models
+
+
+def add_calibration_arguments(group: argparse._ArgumentGroup) -> None:
+    """--calibration FILE (repeatable) and --no-calibration."""
+    group.add_argument("--calibration", type=Path, action="append", metavar="FILE",
+                       help="calibration file from `offline-eval calibrate` (repeatable; default: the "
+                            "offline-eval-calibration.json in each model folder)")
+    group.add_argument("--no-calibration", action="store_true", help="apply no calibration")
+
+
+def load_calibrations(args: argparse.Namespace, profile: Any, roles: set[str]) -> list[Any]:
+    """Calibrations a run may apply: those in the model folders of ``roles`` and in --calibration files.
+    Each applies only to the metric, models and settings it was fitted for."""
+    from offline_eval.calibration import CALIBRATION_FILE, read_calibrations
+
+    if getattr(args, "no_calibration", False):
+        return []
+    files = [Path(p) for p in getattr(args, "calibration", None) or []]
+    for path in files:
+        if not path.exists():
+            raise ValueError(f"--calibration {path}: no such file")
+    for role in sorted(roles | ({"judge"} if "verifier" in roles else set())):
+        folder = profile.role(role).path
+        if folder is not None and Path(folder, CALIBRATION_FILE).exists():
+            files.append(Path(folder, CALIBRATION_FILE))
+    return [c for path in dict.fromkeys(files) for c in read_calibrations(path)]

@@ -190,9 +190,11 @@ def test_sentence_faithfulness_verifies_sentences_without_claim_extraction():
     sample = Sample(id="1", question="Where is Paris?", answer="Paris is in France. It has ten million cats.",
                     contexts=["Paris is the capital of France."])
     got = score(SentenceFaithfulness(), sample, models(judge), EvalSettings(verdicts="options"))
-    assert got.value == pytest.approx(0.5)
+    assert got.value == pytest.approx(0.55)  # the expected supported share: mean P(Yes)
     assert [c["claim"] for c in got.metadata["claims"]] == ["Paris is in France.", "It has ten million cats."]
-    assert got.metadata["mean_probability"] == pytest.approx(0.55)
+    assert got.metadata["supported_share"] == pytest.approx(0.5)
+    shares = score(SentenceFaithfulness(), sample, models(judge), EvalSettings(verdict_score="threshold"))
+    assert shares.value == pytest.approx(0.5)
     assert judge.calls["generate"] == 0  # no claim-extraction step
     empty = score(SentenceFaithfulness(), Sample(id="2", question="q", answer="   ", contexts=["c"]),
                   models(judge))

@@ -76,7 +76,7 @@ def test_calls_per_stage_is_ceil_of_requests_over_batch(tmp_path):
     samples = _samples(20)
     metrics, _ = resolve_metrics(["faithfulness"])
     judge = ScriptedJudge(script=SCRIPT, batch_size=6)
-    out = evaluate(samples, metrics, models(judge), EvalSettings(), tmp_path / "f")
+    out = evaluate(samples, metrics, models(judge), EvalSettings(claims="llm", context_window=0), tmp_path / "f")
     # Stage 1: 20 claim extractions; stage 2: one P(Yes) per distinct (contexts, claim) pair: the
     # scripted judge gives 3 claims per English row and 2 per Chinese one, and rows 13-20 repeat the
     # contexts of rows 1-8, so their verdicts are deduplicated.
@@ -193,7 +193,7 @@ def test_a_rejected_request_unscores_its_task_only(tmp_path):
                                      *SCRIPT["generate"]]}
     metrics, _ = resolve_metrics(["faithfulness"])
     judge = ScriptedJudge(script=script, batch_size=4)
-    out = evaluate(samples, metrics, models(judge), EvalSettings(), tmp_path / "r")
+    out = evaluate(samples, metrics, models(judge), EvalSettings(claims="llm"), tmp_path / "r")
     reasons = [r["scores"]["faithfulness"].get("reason") for r in out.results]
     assert reasons[0] == "request_failed"
     assert "prompt too long" in out.results[0]["scores"]["faithfulness"]["explanation"]

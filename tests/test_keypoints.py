@@ -174,10 +174,15 @@ def test_options_path_argmax_with_probabilities():
             return {"A": 0.3, "B": 0.6, "C": 0.1}
         return {"A": 0.2, "B": 0.1, "C": 0.7}
     judge = ScriptedJudge(script={"options": [{"match": "Key point: ", "probs": probs}]})
-    results, engine = run_all(SAMPLE, judge, EvalSettings(verdicts="options"))
-    assert results["completeness"].value == pytest.approx(1 / 3)
+    results, engine = run_all(SAMPLE, judge, EvalSettings(verdicts="options", verdict_score="threshold"))
+    assert results["completeness"].value == pytest.approx(1 / 3)  # RAGEval: shares of argmax labels
     assert results["hallucination"].value == pytest.approx(1 / 3)
     assert results["irrelevance"].value == pytest.approx(1 / 3)
+    expected, _ = run_all(SAMPLE, judge, EvalSettings(verdicts="options"))  # the default: expected shares
+    assert expected["completeness"].value == pytest.approx((0.7 + 0.3 + 0.2) / 3)
+    assert expected["hallucination"].value == pytest.approx((0.2 + 0.6 + 0.1) / 3)
+    assert expected["irrelevance"].value == pytest.approx((0.1 + 0.1 + 0.7) / 3)
+    assert sum(expected[m].value for m in ("completeness", "hallucination", "irrelevance")) == pytest.approx(1.0)
     points = results["hallucination"].metadata["keypoints"]
     assert points[1]["label"] == "Wrong"
     assert points[1]["probabilities"] == {"Relevant": pytest.approx(0.3), "Wrong": pytest.approx(0.6),
@@ -198,5 +203,5 @@ def test_chinese_prompts_and_labels():
     assert "1. 收购金额为1.2亿元。" in judge.prompts_seen[0]
     options_judge = ScriptedJudge(script={"options": [{"match": "要点：收购金额", "probs": {"A": 0.9, "B": 0.05, "C": 0.05}},
                                                       {"match": "要点：", "probs": {"A": 0.1, "B": 0.1, "C": 0.8}}]})
-    results, _ = run_all(sample, options_judge, EvalSettings(verdicts="options"))
+    results, _ = run_all(sample, options_judge, EvalSettings(verdicts="options", verdict_score="threshold"))
     assert results["completeness"].value == 0.5 and results["irrelevance"].value == 0.5

@@ -16,7 +16,17 @@ from offline_eval.metrics.ragas import (
 from offline_eval.metrics.settings import EvalSettings
 from offline_eval.runtime.hashing_embedder import HashingEmbedder
 from offline_eval.runtime.scripted import ScriptedJudge, ScriptedVerifier
-from tests.helpers import claims_rule, models, score
+from tests.helpers import claims_rule, models
+from tests.helpers import score as _score
+
+
+def ragas(**settings) -> EvalSettings:
+    """Ragas' own definitions: the judge's claims for every answer, shares of thresholded verdicts."""
+    return EvalSettings(**{"claims": "llm", "verdict_score": "threshold", **settings})
+
+
+def score(metric, sample, model_set, settings=None):
+    return _score(metric, sample, model_set, settings or ragas())
 
 CONTEXTS = ["Paris is the capital of France.", "The Eiffel Tower opened in 1889."]
 SAMPLE = Sample(id="1", question="Tell me about Paris.", answer="Paris is the capital of France. It has 9 million people.",
@@ -50,7 +60,7 @@ def test_faithfulness_with_hhem_cites_the_supporting_chunk():
     judge = ScriptedJudge(script={"generate": [claims_rule("Break the answer", CLAIMS)]})
     verifier = ScriptedVerifier(rules=[{"premise": "capital", "hypothesis": "capital", "probability": 0.97}],
                                 default=0.02)
-    result = score(Faithfulness(), SAMPLE, models(judge, verifier), EvalSettings(verifier="hhem"))
+    result = score(Faithfulness(), SAMPLE, models(judge, verifier), ragas(verifier="hhem"))
     assert result.value == pytest.approx(0.5)
     assert result.metadata["claims"][0]["chunk"] == 0
     assert result.metadata["claims"][1]["chunk"] is None
@@ -61,7 +71,7 @@ def test_faithfulness_with_json_verdicts_and_chunk_numbers():
                              {"statement": CLAIMS[1], "reason": "absent", "supported": False, "chunk": None}]}
     judge = ScriptedJudge(script={"generate": [claims_rule("Break the answer", CLAIMS),
                                                {"match": "Context chunks", "response": json.dumps(verdicts)}]})
-    result = score(Faithfulness(), SAMPLE, models(judge), EvalSettings(verdicts="generate"))
+    result = score(Faithfulness(), SAMPLE, models(judge), ragas(verdicts="generate"))
     assert result.value == pytest.approx(0.5)
     assert result.metadata["claims"][0]["chunk"] == 0 and result.metadata["claims"][0]["reason"] == "chunk 1"
 
@@ -70,7 +80,7 @@ def test_verdict_count_mismatch_is_unscored_after_repair():
     short = {"verdicts": [{"statement": CLAIMS[0], "supported": True}]}  # one verdict for two claims
     judge = ScriptedJudge(script={"generate": [claims_rule("Break the answer", CLAIMS),
                                                {"match": "Context chunks", "response": json.dumps(short)}]})
-    result = score(Faithfulness(), SAMPLE, models(judge), EvalSettings(verdicts="generate"))
+    result = score(Faithfulness(), SAMPLE, models(judge), ragas(verdicts="generate"))
     assert result.value is None and result.reason == "judge_unparseable"
     assert "fewer than 2" in result.explanation
 
@@ -178,11 +188,11 @@ def test_context_recall_reads_a_fragment_reference_as_the_answer_to_the_question
     json_judge = ScriptedJudge(script={"generate": [
         {"match": "Question: When did the Eiffel Tower open?\nFor each sentence of the reference answer",
          "response": json.dumps(verdicts)}]})
-    result = score(ContextRecall(), sample, models(json_judge), EvalSettings(verifier="judge", verdicts="generate"))
+    result = score(ContextRecall(), sample, models(json_judge), ragas(verifier="judge", verdicts="generate"))
     assert result.value == 1.0 and result.metadata["claims"][0]["chunk"] == 1
     # HHEM takes (premise, hypothesis) pairs only: the sentence itself, against each chunk.
     verifier = ScriptedVerifier(rules=[{"premise": "1889", "hypothesis": "1889", "probability": 0.9}], default=0.1)
-    hhem = score(ContextRecall(), sample, models(None, verifier), EvalSettings(verifier="hhem"))
+    hhem = score(ContextRecall(), sample, models(None, verifier), ragas(verifier="hhem"))
     assert hhem.value == 1.0 and hhem.metadata["claims"][0]["chunk"] == 1
 
 
@@ -211,7 +221,7 @@ def test_answer_similarity_and_correctness():
     assert result.metadata["tp"] == [CLAIMS[0]] and result.metadata["fn"] == [ref_claims[1]]
     assert result.value == pytest.approx(0.75 * 0.5 + 0.25 * max(0.0, sim))
     weighted = score(AnswerCorrectness(), SAMPLE, models(judge, embedder=embedder),
-                     EvalSettings(answer_correctness_weights=(1.0, 0.0)))
+                     ragas(answer_correctness_weights=(1.0, 0.0)))
     assert weighted.value == pytest.approx(0.5)
 
 
@@ -224,7 +234,7 @@ def test_rubrics_score_options_and_json():
     assert result.metadata["rubric"] == "with_reference"
     judge_json = ScriptedJudge(script={"generate": [{"match": "explain briefly", "response": '{"feedback": "ok", "score": 2}'}]})
     result = score(RubricsScore(), Sample(id="x", question="q", answer="a"), models(judge_json),
-                   EvalSettings(verdicts="generate"))
+                   ragas(verdicts="generate"))
     assert result.value == 2.0 and result.metadata["rubric"] == "reference_free"
 
 
@@ -240,7 +250,7 @@ def test_noise_sensitivity_relevant_and_irrelevant():
         {"premise": "Blackpool", "hypothesis": "1899", "probability": 0.8}], default=0.05)
     judge = ScriptedJudge(script={"generate": [claims_rule("Answer: The Eiffel Tower is in Paris. It opened in 1899", a),
                                                claims_rule("Answer: The Eiffel Tower is in Paris. It opened in 1889", g)]})
-    settings = EvalSettings(verifier="hhem")
+    settings = ragas(verifier="hhem")
     relevant = score(NoiseSensitivityRelevant(), sample, models(judge, verifier), settings)
     irrelevant = score(NoiseSensitivityIrrelevant(), sample, models(judge, verifier), settings)
     # Claim 2 is wrong (not in the reference) and supported only by chunk 2, which supports no
@@ -248,3 +258,86 @@ def test_noise_sensitivity_relevant_and_irrelevant():
     assert relevant.value == pytest.approx(0.0)
     assert irrelevant.value == pytest.approx(0.5)
     assert relevant.metadata["relevant_chunks"] == [0]
+
+
+# --- the defaults: statements by answer length, windows, expected shares --------------------------
+def test_a_short_answer_is_checked_whole_without_claim_extraction():
+    judge = ScriptedJudge(script={"options": [yes_for(SAMPLE.answer)]})
+    result = _score(Faithfulness(), SAMPLE, models(judge))  # two sentences: one statement, the answer
+    assert judge.calls["generate"] == 0
+    assert result.metadata["statements"] == "whole"
+    assert [c["claim"] for c in result.metadata["claims"]] == [SAMPLE.answer]
+    assert result.value == pytest.approx(0.9)  # P(Yes) itself, not rounded to 1
+    assert "checked whole, is supported" in result.explanation
+
+
+def test_a_longer_answer_is_split_into_claims_by_the_judge():
+    long = Sample(id="2", question="Tell me about Paris.", contexts=CONTEXTS,
+                  answer="Paris is the capital of France. It has 9 million people. The tower opened in 1889.")
+    judge = ScriptedJudge(script={"generate": [claims_rule("Break the answer", CLAIMS)],
+                                  "options": [yes_for(CLAIMS[0])]})
+    result = _score(Faithfulness(), long, models(judge))
+    assert judge.calls["generate"] == 1 and result.metadata["statements"] == "llm"
+    assert result.value == pytest.approx((0.9 + 0.1) / 2)  # expected share: mean P(Yes)
+    assert result.metadata["supported_share"] == pytest.approx(0.5)
+
+
+def test_a_fragment_answer_is_judged_as_the_answer_to_its_question():
+    seen: list[str] = []
+
+    def probs(text: str) -> dict[str, float]:
+        seen.append(text)
+        return {"Yes": 0.8, "No": 0.2}
+    judge = ScriptedJudge(script={"options": [{"match": "Context", "probs": probs}]})
+    fragment = Sample(id="f", question="When did the Eiffel Tower open?", answer="In 1889.", contexts=CONTEXTS[1:])
+    _score(Faithfulness(), fragment, models(judge))
+    assert "Question: When did the Eiffel Tower open?\nAnswer: In 1889." in seen[-1]
+    sentence = Sample(id="s", question="Tell me about the tower.", answer="The Eiffel Tower opened in 1889 in Paris.",
+                      contexts=CONTEXTS[1:])
+    _score(Faithfulness(), sentence, models(judge))  # a whole sentence is judged on its own
+    assert "Question:" not in seen[-1] and "Statement: The Eiffel Tower opened in 1889 in Paris." in seen[-1]
+
+
+def test_judge_verdicts_read_long_contexts_in_windows_and_keep_the_best():
+    from offline_eval.metrics.judging import context_windows
+
+    long_chunk = ("The museum opens at nine. Tickets cost ten euros. The shop sells maps. "
+                  "The cafe closes at five. The Eiffel Tower opened in 1889.")
+    windows = context_windows(["Short chunk.", long_chunk], 8, "en")
+    assert windows[0] == (0, "Short chunk.")
+    assert all(i == 1 for i, _ in windows[1:]) and len(windows) > 2
+    texts = [t for _, t in windows[1:]]
+    assert all(len(t.split()) <= 8 for t in texts)
+    assert texts[-1].endswith("opened in 1889.") and texts[0].startswith("The museum")
+    assert not any(a in b or b in a for a, b in zip(texts, texts[1:]))  # no window inside its neighbour
+    assert context_windows(["One two three. Four five. Six seven eight."], 6, "en") == [
+        (0, "One two three. Four five."), (0, "Four five. Six seven eight.")]  # neighbours share a sentence
+
+    premises: list[str] = []
+
+    def probs(text: str) -> dict[str, float]:
+        premises.append(text.split("Statement:")[0])
+        return {"Yes": 0.95, "No": 0.05} if "opened in 1889" in premises[-1] else {"Yes": 0.05, "No": 0.95}
+    judge = ScriptedJudge(script={"options": [{"match": "Statement:", "probs": probs}]})
+    sample = Sample(id="w", question="When?", answer="The Eiffel Tower opened in 1889 in Paris.",
+                    contexts=["Short chunk.", long_chunk])
+    result = _score(Faithfulness(), sample, models(judge), EvalSettings(context_window=8))
+    assert result.value == pytest.approx(0.95) and result.metadata["claims"][0]["chunk"] == 1
+    assert len(premises) == len(windows)  # one verdict per window
+    joined = _score(Faithfulness(), sample, models(judge), EvalSettings(context_window=0))
+    assert joined.value == pytest.approx(0.95)  # all contexts at once, one verdict
+    assert len(premises) == len(windows) + 1 and "[2] The museum" in premises[-1]
+
+
+def test_answer_correctness_uses_expected_counts_on_whole_short_answers():
+    def probs(text: str) -> dict[str, float]:
+        return {"Yes": 0.8, "No": 0.2} if "Question: Who wrote Hamlet?" in text else {"Yes": 0.1, "No": 0.9}
+    judge = ScriptedJudge(script={"options": [{"match": "Context", "probs": probs}]})
+    sample = Sample(id="c", question="Who wrote Hamlet?", answer="Shakespeare", ground_truth="William Shakespeare")
+    result = _score(AnswerCorrectness(), sample, models(judge, embedder=HashingEmbedder()),
+                    EvalSettings(answer_correctness_weights=(1.0, 0.0)))
+    assert judge.calls["generate"] == 0  # both fragments are checked whole, as answers to the question
+    tp, fp, fn = result.metadata["counts"]
+    assert (tp, fp, fn) == pytest.approx((0.8, 0.2, 0.2))
+    assert result.value == pytest.approx(0.8 / (0.8 + 0.5 * 0.4))
+    assert result.metadata["statements"] == {"answer": "whole", "reference": "whole"}

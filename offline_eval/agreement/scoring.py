@@ -266,16 +266,16 @@ def format_report(report: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def run_from_args(args: Any) -> int:
-    """The ``offline-eval agreement`` command (see :mod:`offline_eval.agreement_cli`)."""
-    import json
-
+def _score_labelled(args: Any, command: str) -> tuple[Setup, list[tuple[Sample, float]], Counter[str],
+                                                     dict[str, dict[str, Any]], Path]:
+    """What ``agreement`` and ``calibrate`` share: read the labelled data, build the metric's models,
+    score every labelled sample (cached and resumable). Returns (setup, labelled, excluded, scores,
+    run folder)."""
     from offline_eval.cli import _Progress
     from offline_eval.cli_models import apply_threads, open_cache
     from offline_eval.data.readers import parse_mapping, read_dataset
 
     apply_threads(args)
-
     mapping = parse_mapping(args.mapping) if args.mapping else None
     samples = read_dataset(args.dataset, mapping, limit=args.limit)
     labelled, excluded = read_labels(samples, args.labels, positive=args.positive or (),
@@ -289,15 +289,23 @@ def run_from_args(args: Any) -> int:
                         judge_batch_size=args.judge_batch_size, verdicts=args.verdicts,
                         max_tokens=args.max_tokens, language=args.language)
     if setup.profile.starter:
-        print("offline-eval: starter profile: its judge is too small to judge; these agreement numbers "
+        print(f"offline-eval: starter profile: its judge is too small to judge; these {command} numbers "
               "only show that the pipeline runs", file=sys.stderr)
-    output = args.output or Path("runs") / f"agreement-{Path(args.dataset).stem}-{setup.metric.name}"
+    output = args.output or Path("runs") / f"{command}-{Path(args.dataset).stem}-{setup.metric.name}"
     cache = open_cache(args)
     try:
         scores = score_samples([s for s, _ in labelled], setup, output, cache=cache,
                                progress=None if args.quiet else _Progress())
     finally:
         cache.close()
+    return setup, labelled, excluded, scores, Path(output)
+
+
+def run_from_args(args: Any) -> int:
+    """The ``offline-eval agreement`` command (see :mod:`offline_eval.agreement_cli`)."""
+    import json
+
+    setup, labelled, excluded, scores, output = _score_labelled(args, "agreement")
     report = agreement_report(labelled, scores, protocol=args.protocol, pair_field=args.pair_field,
                               threshold=args.threshold, value_key=args.value, excluded=excluded,
                               resamples=DEFAULT_RESAMPLES if args.resamples is None else args.resamples,
@@ -307,4 +315,59 @@ def run_from_args(args: Any) -> int:
     Path(output, "agreement.json").write_text(json.dumps(report, indent=2, ensure_ascii=False), encoding="utf-8")
     print(format_report(report))
     print(f"agreement: {Path(output) / 'agreement.json'}", file=sys.stderr)
+    return 0
+
+
+def calibration_home(setup: Setup) -> Path | None:
+    """Where a calibration of ``setup``'s metric lives by default: the judge's model folder when the
+    metric uses the judge, else the folder of its first model that has one."""
+    roles = [r for r in ("judge", "verifier", "embedder") if r in setup.metric.roles]
+    if "verifier" in roles and setup.profile.verifier_is_judge:
+        roles = ["judge"] + [r for r in roles if r != "verifier"]
+    for role in roles:
+        path = setup.profile.role(role).path
+        if path is not None and Path(path).is_dir():
+            return Path(path)
+    return None
+
+
+def calibrate_from_args(args: Any) -> int:
+    """The ``offline-eval calibrate`` command (see :mod:`offline_eval.agreement_cli`)."""
+    from offline_eval.calibration import CALIBRATION_FILE, fit_calibration, write_calibration
+
+    setup, labelled, excluded, scores, _ = _score_labelled(args, "calibrate")
+    values, labels = [], []
+    unscored: Counter[str] = Counter()
+    for sample, label in labelled:
+        score = scores.get(sample.id, {})
+        if score.get("value") is None:
+            unscored[score.get("reason") or "unscored"] += 1
+            continue
+        values.append(float(score["value"]))
+        labels.append(label)
+    if not values:
+        raise DataError(f"no labelled sample was scored by {setup.metric.name} ({dict(unscored)})",
+                        source=str(args.dataset))
+    target = args.to
+    if target is None:
+        home = calibration_home(setup)
+        if home is None:
+            raise ValueError("the metric's models have no local folder to keep a calibration in; name a file with --to")
+        target = home / CALIBRATION_FILE
+    models = {role: setup.models.identity(role) for role in sorted(setup.metric.roles) if setup.models.has(role)}
+    calibration = fit_calibration(setup.metric.name, models, setup.settings, values, labels, folds=args.folds,
+                                  source={"dataset": str(args.dataset), "labels": args.labels,
+                                          "positive": list(args.positive or []), "unscored": dict(unscored),
+                                          "excluded": dict(excluded)})
+    try:
+        path = write_calibration(target, calibration)
+    except OSError as exc:
+        raise ValueError(f"cannot write the calibration to {target} ({exc.strerror}); name a writable file with --to") from None
+    q = calibration.quality
+    cv = q.get("balanced_accuracy_cross_validated")
+    print(f"{setup.metric.name}: threshold {calibration.threshold:.4f} on {calibration.n} samples "
+          f"({calibration.n_positive} positive); balanced accuracy {q['balanced_accuracy_in_sample']:.3f} "
+          f"in sample, {'-' if cv is None else f'{cv:.3f}'} cross-validated ({args.folds} folds), "
+          f"{q['balanced_accuracy_at_0_5']:.3f} at 0.5; ROC AUC {q['roc_auc']:.3f}")
+    print(f"calibration: {path}", file=sys.stderr)
     return 0

@@ -8,6 +8,9 @@ from pathlib import Path
 from typing import Any, Callable
 
 
+CALIBRATION_FILE = "offline-eval-calibration.json"  # offline_eval.calibration.CALIBRATION_FILE
+
+
 def folder_fingerprint(path: str | Path) -> str:
     """A cheap identity for a model folder: names, sizes and the content of small files.
 
@@ -20,6 +23,8 @@ def folder_fingerprint(path: str | Path) -> str:
         digest.update(f"{root.name}:{root.stat().st_size}".encode())
         return digest.hexdigest()[:16]
     for file in sorted(p for p in root.rglob("*") if p.is_file()):
+        if file.name == CALIBRATION_FILE:  # kept beside the weights; it describes the model, it is not the model
+            continue
         stat = file.stat()
         digest.update(f"{file.relative_to(root)}:{stat.st_size}".encode())
         if stat.st_size <= 4 * 1024 * 1024 and file.suffix in {".json", ".toml", ".txt", ".model", ".jinja"}:

@@ -20,6 +20,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Callable
 
+from offline_eval.calibration import Calibration, calibrate_rows, find_calibration
 from offline_eval.data.schema import Sample
 from offline_eval.engine.cache import ResultCache
 from offline_eval.engine.executor import Engine, ProgressFactory, Task
@@ -79,7 +80,8 @@ def evaluate(samples: list[Sample], metrics: list[Metric], models: ModelSet, set
              output_dir: str | Path, *, cache: ResultCache | None = None, aggregate: bool = False,
              per_row: bool = False, progress: ProgressFactory | None = None,
              run_info: dict[str, Any] | None = None,
-             on_sample: Callable[[dict[str, Any]], None] | None = None) -> RunOutput:
+             on_sample: Callable[[dict[str, Any]], None] | None = None,
+             calibrations: list[Calibration] | None = None) -> RunOutput:
     out = Path(output_dir)
     out.mkdir(parents=True, exist_ok=True)
     started = datetime.now(timezone.utc).isoformat(timespec="seconds")
@@ -127,10 +129,13 @@ def evaluate(samples: list[Sample], metrics: list[Metric], models: ModelSet, set
             engine.run(tasks_for(range(len(todo))), on_done=finish)
         os.fsync(sink.fileno())
 
+    chosen = {m.name: find_calibration(calibrations or [], m.name,
+                                       {r: identities[r] for r in m.roles if r in identities}, settings)
+              for m in metrics if m.roles}
     return close_run(out, samples, finished, names + ([AGGREGATE] if aggregate else []), {
         **(run_info or {}), "started": started, "models": identities, "fingerprint": fingerprint,
         "resumed_samples": len(done), "settings": settings.fingerprint(), "engine": engine.stats.to_dict()},
-        engine.stats.to_dict(), len(done))
+        engine.stats.to_dict(), len(done), chosen)
 
 
 def open_run(out: Path, fingerprint: str, identities: dict[str, str]) -> dict[str, dict[str, Any]]:
@@ -147,15 +152,21 @@ def open_run(out: Path, fingerprint: str, identities: dict[str, str]) -> dict[st
 
 
 def close_run(out: Path, samples: list[Sample], finished: dict[str, dict[str, Any]], names: list[str],
-              run_info: dict[str, Any], stats: dict[str, Any], resumed: int) -> RunOutput:
-    """Rewrite results.jsonl in dataset order and write summary.json."""
+              run_info: dict[str, Any], stats: dict[str, Any], resumed: int,
+              calibrations: dict[str, Calibration | None] | None = None) -> RunOutput:
+    """Rewrite results.jsonl in dataset order and write summary.json.
+
+    ``calibrations``: metric -> the calibration that applies to it (None: none for these models);
+    its annotations are added to the rows and the summary."""
     order = {s.id: s.row for s in samples}
     rows = sorted((finished[s.id] for s in samples if s.id in finished), key=lambda r: order[r["id"]])
+    summary = build_summary(rows, names)
+    if calibrations:
+        calibrate_rows(rows, summary, calibrations)
     results_path = out / RESULTS
     tmp = results_path.with_suffix(".jsonl.tmp")
     tmp.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows), encoding="utf-8")
     tmp.replace(results_path)
-    summary = build_summary(rows, names)
     summary["run"] = {**run_info, "finished": datetime.now(timezone.utc).isoformat(timespec="seconds"),
                       "metrics": names, "n_samples": len(rows)}
     (out / SUMMARY).write_text(json.dumps(summary, indent=2, ensure_ascii=False), encoding="utf-8")

@@ -18,8 +18,10 @@ from offline_eval.engine.requests import Classify, Embed, Generate, Sampling, Sc
 from offline_eval.metrics.settings import EvalSettings
 from offline_eval.prompts.base import Prompt
 from offline_eval.prompts.ragas import (
-    ATTRIBUTION_OPTION, ATTRIBUTION_VERDICTS, CLAIMS, REPAIR, SUPPORT_OPTION, SUPPORT_VERDICTS,
+    ANSWER_SUPPORT_OPTION, ATTRIBUTION_OPTION, ATTRIBUTION_VERDICTS, CLAIMS, REPAIR, SUPPORT_OPTION,
+    SUPPORT_VERDICTS,
 )
+from offline_eval.text import count_units, split_sentences
 
 
 @dataclass
@@ -100,6 +102,50 @@ def extract_claims(text: str, question: str | None, language: str,
 
 
 @dataclass
+class Statements:
+    """What an answer is checked as: its claims, its sentences, or itself whole."""
+
+    texts: list[str]
+    source: str  # "whole", "sentences" or "llm"
+    problem: str | None = None  # set when the judge's claims could not be read
+    raw: str = ""
+
+    @property
+    def whole(self) -> bool:
+        return self.source == "whole"
+
+    def question_for(self, question: str | None, settings: EvalSettings) -> str | None:
+        """The question to judge this answer against: only for an answer checked whole that is a
+        fragment (at most ``settings.fragment_words`` words), else None (judged on its own)."""
+        if not (self.whole and question and self.texts):
+            return None
+        return question if len(self.texts[0].split()) <= settings.fragment_words else None
+
+
+def answer_statements(answer: str, question: str | None, language: str, settings: EvalSettings,
+                      mode: str | None = None) -> Generator[Any, Any, Statements]:
+    """The statements of ``answer`` to verify, by ``mode`` (default ``settings.claims``).
+
+    ``auto``: an answer of at most ``settings.short_answer_sentences`` sentences is one statement, the
+    answer itself (a small judge splitting a one-line answer mostly rephrases it, or copies the
+    question); a longer one is split into claims by the judge. ``llm``: always the judge's claims.
+    ``sentences``: the answer's sentences, no judge call.
+    """
+    mode = mode or settings.claims
+    sentences = list(dict.fromkeys(split_sentences(answer, language)))
+    if mode == "sentences":
+        return Statements(sentences, "sentences")
+    if mode == "auto" and len(sentences) <= max(0, settings.short_answer_sentences):
+        return Statements([answer.strip()] if answer.strip() else [], "whole")
+    if mode not in ("auto", "llm"):
+        raise ValueError(f"unknown claims mode {mode!r} (auto, llm, sentences)")
+    got = yield from extract_claims(answer, question, language, settings)
+    if got.value is None:
+        return Statements([], "llm", got.problem or "unreadable claims", got.raw)
+    return Statements(got.value, "llm")
+
+
+@dataclass
 class Verdict:
     probability: float  # P(supported)
     supported: bool
@@ -118,16 +164,27 @@ def number_chunks(chunks: Sequence[str]) -> str:
     return "\n".join(f"[{i + 1}] {c}" for i, c in enumerate(chunks))
 
 
+# How the judge reads a statement: on its own, as the answer to a question, or as a sentence of a
+# reference answer to a question (context_recall). Option prompt and JSON-verdicts prompt of each.
+FRAMINGS: dict[str, tuple[Prompt, Prompt]] = {
+    "statement": (SUPPORT_OPTION, SUPPORT_VERDICTS),
+    "answer": (ANSWER_SUPPORT_OPTION, SUPPORT_VERDICTS),
+    "reference": (ATTRIBUTION_OPTION, ATTRIBUTION_VERDICTS),
+}
+
+
 def support_matrix(premises: Sequence[str], claims: Sequence[str], language: str, settings: EvalSettings,
-                   *, numbered: bool = False,
-                   question: str | None = None) -> Generator[Any, Any, list[list[Verdict]] | str]:
+                   *, numbered: bool = False, question: str | None = None,
+                   framing: str = "reference") -> Generator[Any, Any, list[list[Verdict]] | str]:
     """Verdict for every (premise, claim) pair: ``result[p][c]``; or a reason string on failure.
 
     The verifier decides the request type: HHEM classifies each pair; the judge answers P(Yes) by
     option log-probabilities, or (``verdicts="generate"``) JSON verdicts for a handful of claims per
     call, with an exact-length schema so counts always match. ``numbered``: the premise is a list of
-    numbered chunks whose number the judge may cite. ``question``: the claims are sentences of an
-    answer to it, and the judge reads them as such (HHEM takes premise and claim only).
+    numbered chunks whose number the judge may cite. ``question``: the claims are read against it,
+    by ``framing`` (``FRAMINGS``): as sentences of a reference answer to it (context_recall) or as the
+    answer itself; without a question a claim is a statement on its own. HHEM takes premise and claim
+    only.
     """
     threshold = settings.support_threshold
     if not premises or not claims:
@@ -138,8 +195,8 @@ def support_matrix(premises: Sequence[str], claims: Sequence[str], language: str
         return [[Verdict(float(p), float(p) >= threshold) for p in (next(it) for _ in claims)]
                 for _ in premises]
     extra = {"question": question} if question else {}
+    option_prompt, verdicts_prompt = FRAMINGS[framing if question else "statement"]
     if settings.verdicts == "options":
-        option_prompt = ATTRIBUTION_OPTION if question else SUPPORT_OPTION
         requests = [ScoreOptions(prompt=option_prompt.render(language, premise=p, hypothesis=c, **extra),
                                  options=("Yes", "No")) for p in premises for c in claims]
         probs = yield requests
@@ -148,7 +205,6 @@ def support_matrix(premises: Sequence[str], claims: Sequence[str], language: str
                 for _ in premises]
     # JSON verdicts, a few statements per call.
     step = max(1, settings.statements_per_call)
-    verdicts_prompt = ATTRIBUTION_VERDICTS if question else SUPPORT_VERDICTS
     asks, spans = [], []
     for p_index, premise in enumerate(premises):
         for start in range(0, len(claims), step):
@@ -174,27 +230,63 @@ def support_matrix(premises: Sequence[str], claims: Sequence[str], language: str
     return matrix  # type: ignore[return-value]
 
 
+def context_windows(contexts: Sequence[str], size: int, language: str) -> list[tuple[int, str]]:
+    """The contexts as ``(chunk index, text)`` windows of whole sentences, at most ``size`` words each
+    (Chinese: characters), a window repeating the last sentence of the one before where both fit; a
+    chunk that fits is one window, and a sentence longer than ``size`` is a window of its own."""
+    out: list[tuple[int, str]] = []
+    for index, chunk in enumerate(contexts):
+        if size <= 0 or count_units(chunk, language) <= size:
+            out.append((index, chunk))
+            continue
+        sentences = split_sentences(chunk, language)
+        sep = "" if language == "zh" else " "
+        start = 0
+        while start < len(sentences):
+            end, used = start, 0
+            while end < len(sentences) and (end == start or used + count_units(sentences[end], language) <= size):
+                used += count_units(sentences[end], language)
+                end += 1
+            out.append((index, sep.join(sentences[start:end])))
+            if end >= len(sentences):
+                break
+            # the next window repeats this one's last sentence when it then still reaches further
+            overlap = end - 1 > start and (count_units(sentences[end - 1], language)
+                                           + count_units(sentences[end], language)) <= size
+            start = end - 1 if overlap else end
+    return out
+
+
 def support_against_contexts(contexts: Sequence[str], claims: Sequence[str], language: str,
-                             settings: EvalSettings,
-                             question: str | None = None) -> Generator[Any, Any, list[Verdict] | str]:
+                             settings: EvalSettings, question: str | None = None,
+                             framing: str = "reference") -> Generator[Any, Any, list[Verdict] | str]:
     """One verdict per claim against a set of retrieved chunks.
 
     HHEM checks each chunk separately (a claim is supported if any chunk supports it, and that
-    chunk is cited); the judge sees all chunks at once, numbered.
+    chunk is cited). The judge with option verdicts checks each window of ``settings.context_window``
+    words separately (a small judge reads one short passage far better than five long ones; the
+    window is the shared prompt prefix of every claim checked against it) and takes the best; with
+    JSON verdicts, or ``context_window = 0``, it sees all chunks at once, numbered.
     """
     if settings.verifier == "hhem":
-        matrix = yield from support_matrix(contexts, claims, language, settings)
-        if isinstance(matrix, str):
-            return matrix
-        out = []
-        for c in range(len(claims)):
-            best = max(range(len(contexts)), key=lambda p: matrix[p][c].probability)
-            v = matrix[best][c]
-            out.append(Verdict(v.probability, v.supported, best if v.supported else None))
-        return out
-    matrix = yield from support_matrix([number_chunks(contexts)], claims, language, settings, numbered=True,
-                                       question=question)
-    return matrix if isinstance(matrix, str) else matrix[0]
+        windows = list(enumerate(contexts))
+    elif settings.verdicts == "options" and settings.context_window > 0:
+        windows = context_windows(contexts, settings.context_window, language)
+    else:
+        matrix = yield from support_matrix([number_chunks(contexts)], claims, language, settings, numbered=True,
+                                           question=question, framing=framing)
+        return matrix if isinstance(matrix, str) else matrix[0]
+    matrix = yield from support_matrix([text for _, text in windows], claims, language, settings,
+                                       question=question, framing=framing)
+    if isinstance(matrix, str):
+        return matrix
+    out = []
+    for c in range(len(claims)):
+        best = max(range(len(windows)), key=lambda w: matrix[w][c].probability)
+        v = matrix[best][c]
+        chunk = windows[best][0]
+        out.append(Verdict(v.probability, v.supported, chunk if v.supported else None))
+    return out
 
 
 def embed_texts(texts: Sequence[str]) -> Generator[Any, Any, np.ndarray]:

@@ -25,7 +25,7 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass, field
-from typing import Any, Generator
+from typing import Any, ClassVar, Generator
 
 from offline_eval.data.schema import Sample
 from offline_eval.engine.parsing import extract_json
@@ -199,13 +199,19 @@ class KeypointMetric(Metric):
             return Score.unscored(judged.problem, judged.explanation, **extra)
         total = len(judged.points)
         counts = {label: judged.count(label) for label in LABELS}
-        value = self.value(counts, total)
-        return Score(value, explanation=self.explain(counts, total),
-                     metadata={"keypoints": judged.points, "keypoints_source": judged.source,
-                               "counts": counts})
+        metadata = {"keypoints": judged.points, "keypoints_source": judged.source, "counts": counts}
+        if ctx.verdict_score == "probability" and all("probabilities" in p for p in judged.points):
+            # option verdicts: expected counts, the sum of each label's probability over the key points
+            expected = {label: sum(p["probabilities"][label] for p in judged.points) for label in LABELS}
+            metadata["expected_counts"] = {k: round(v, 6) for k, v in expected.items()}
+            return Score(self.value(expected, total), explanation=self.explain(counts, total)
+                         + f" (expected: {expected[self.label]:.2f} {self.label.lower()})", metadata=metadata)
+        return Score(self.value(counts, total), explanation=self.explain(counts, total), metadata=metadata)
 
-    def value(self, counts: dict[str, int], total: int) -> float:
-        raise NotImplementedError
+    label: ClassVar[str]  # the label whose share is the metric
+
+    def value(self, counts: dict[str, float], total: int) -> float:
+        return counts[self.label] / total
 
     def explain(self, counts: dict[str, int], total: int) -> str:
         return (f"{counts['Relevant']} relevant, {counts['Wrong']} wrong, {counts['Irrelevant']} irrelevant "
@@ -215,26 +221,20 @@ class KeypointMetric(Metric):
 class Completeness(KeypointMetric):
     name = "completeness"
     description = "share of the reference's key points the answer covers correctly (RAGEval)"
-
-    def value(self, counts, total):
-        return counts["Relevant"] / total
+    label = "Relevant"
 
 
 class Hallucination(KeypointMetric):
     name = "hallucination"
     description = "share of the reference's key points the answer contradicts (RAGEval)"
-
-    def value(self, counts, total):
-        return counts["Wrong"] / total
+    label = "Wrong"
 
 
 class Irrelevance(KeypointMetric):
+    # 1 - R/|K| - W/|K| == I/|K| exactly (the labels' probabilities sum to 1), without floating-point residue.
     name = "irrelevance"
     description = "share of key points neither covered nor contradicted: 1 - completeness - hallucination (RAGEval)"
-
-    def value(self, counts, total):
-        # 1 - R/|K| - W/|K| == I/|K| exactly, without floating-point residue.
-        return counts["Irrelevant"] / total
+    label = "Irrelevant"
 
 
 METRICS = [Completeness, Hallucination, Irrelevance]

@@ -11,7 +11,7 @@ from offline_eval.data.schema import Sample
 from offline_eval.engine.requests import ScoreOptions
 from offline_eval.metrics.base import Metric, Score, ScoreGenerator, missing_fields
 from offline_eval.metrics.judging import (
-    JsonAsk, Verdict, ask_json, ask_json_many, embed_texts, extract_claims, parallel,
+    JsonAsk, Statements, Verdict, answer_statements, ask_json, ask_json_many, embed_texts, parallel,
     support_against_contexts, support_matrix,
 )
 from offline_eval.metrics.settings import EvalSettings
@@ -37,60 +37,65 @@ class SampleMetric(Metric):
 
 
 # --- faithfulness ---------------------------------------------------------------------------------
+def share_of(verdicts: list[Verdict], ctx: EvalSettings) -> float:
+    """The supported share of ``verdicts``: expected (mean P) or thresholded, by ``ctx.verdict_score``."""
+    if ctx.verdict_score == "threshold":
+        return sum(v.supported for v in verdicts) / len(verdicts)
+    return float(np.mean([v.probability for v in verdicts]))
+
+
 class Faithfulness(SampleMetric):
     name = "faithfulness"
-    requires = ("question", "answer", "contexts")
+    requires = ("answer", "contexts")
     roles = frozenset({"judge", "verifier"})
     description = "share of the answer's claims supported by the retrieved contexts"
+    claims_mode: ClassVar[str | None] = None  # None: EvalSettings.claims
 
     def compute(self, sample, ctx, lang):
-        claims = yield from extract_claims(sample.answer, sample.question, lang, ctx)
-        if claims.value is None:
-            return Score.unscored("judge_unparseable", claims.problem or "", raw=claims.raw)
-        if not claims.value:
+        statements = yield from answer_statements(sample.answer, sample.question, lang, ctx, self.claims_mode)
+        if statements.problem:
+            return Score.unscored("judge_unparseable", statements.problem, raw=statements.raw)
+        if not statements.texts:
             return Score.unscored("no_claims", "the answer makes no factual claim")
-        verdicts = yield from support_against_contexts(sample.contexts, claims.value, lang, ctx)
+        verdicts = yield from support_against_contexts(
+            sample.contexts, statements.texts, lang, ctx, question=statements.question_for(sample.question, ctx),
+            framing="answer")
         if isinstance(verdicts, str):
-            return Score.unscored("judge_unparseable", verdicts, claims=claims.value)
-        return self.from_verdicts(claims.value, verdicts)
+            return Score.unscored("judge_unparseable", verdicts, claims=statements.texts)
+        return self.from_verdicts(statements, verdicts, ctx)
 
-    def from_verdicts(self, claims: list[str], verdicts: list[Verdict]) -> Score:
+    def from_verdicts(self, statements: Statements, verdicts: list[Verdict], ctx: EvalSettings) -> Score:
+        claims = statements.texts
         supported = sum(v.supported for v in verdicts)
-        value = supported / len(claims)
-        return Score(value, explanation=f"{supported} of {len(claims)} claims supported by the contexts",
+        mean_p = float(np.mean([v.probability for v in verdicts]))
+        if statements.whole:
+            explanation = f"the answer, checked whole, is {'' if supported else 'not '}supported by the contexts"
+        else:
+            explanation = f"{supported} of {len(claims)} claims supported by the contexts"
+        if ctx.verdict_score != "threshold":
+            explanation += f" (mean P(supported) {mean_p:.3f})"
+        return Score(share_of(verdicts, ctx), explanation=explanation,
                      metadata={"claims": [{"claim": c, **v.to_dict()} for c, v in zip(claims, verdicts)],
-                               "mean_probability": float(np.mean([v.probability for v in verdicts]))})
+                               "statements": statements.source, "supported_share": supported / len(claims),
+                               "mean_probability": mean_p})
 
 
 class SentenceFaithfulness(Faithfulness):
-    """Faithfulness whose claims are the answer's sentences: no claim-extraction stage.
-
-    Measured on BEGIN with a 0.5B judge (benchmarks/results/agreement_begin.md) it agrees better with
-    human labels than LLM claims, which a small judge gets wrong (it copies the user's message).
-    """
+    """Faithfulness whose claims are the answer's sentences: no claim-extraction stage."""
 
     name = "faithfulness_sentences"
-    requires = ("answer", "contexts")
     description = "share of the answer's sentences supported by the retrieved contexts (no claim extraction)"
-
-    def compute(self, sample, ctx, lang):
-        claims = list(dict.fromkeys(split_sentences(sample.answer, lang)))
-        if not claims:
-            return Score.unscored("no_claims", "the answer has no sentence")
-        verdicts = yield from support_against_contexts(sample.contexts, claims, lang, ctx)
-        if isinstance(verdicts, str):
-            return Score.unscored("judge_unparseable", verdicts, claims=claims)
-        return self.from_verdicts(claims, verdicts)
+    claims_mode = "sentences"
 
 
 class HallucinationRate(Faithfulness):
     name = "hallucination_rate"
     description = "share of the answer's claims with no support in the contexts (1 - faithfulness)"
 
-    def from_verdicts(self, claims, verdicts):
-        score = super().from_verdicts(claims, verdicts)
-        unsupported = len(claims) - sum(v.supported for v in verdicts)
-        return Score(1.0 - score.value, explanation=f"{unsupported} of {len(claims)} claims unsupported",
+    def from_verdicts(self, statements, verdicts, ctx):
+        score = super().from_verdicts(statements, verdicts, ctx)
+        unsupported = len(statements.texts) - sum(v.supported for v in verdicts)
+        return Score(1.0 - score.value, explanation=f"{unsupported} of {len(statements.texts)} claims unsupported",
                      metadata=score.metadata)
 
 
@@ -226,7 +231,7 @@ class ContextRecall(SampleMetric):
         if isinstance(verdicts, str):
             return Score.unscored("judge_unparseable", verdicts)
         attributed = sum(v.supported for v in verdicts)
-        return Score(attributed / len(sentences),
+        return Score(share_of(verdicts, ctx),
                      explanation=f"{attributed} of {len(sentences)} reference sentences attributable",
                      metadata={"claims": [{"claim": s, "attributed": v.supported, **v.to_dict()}
                                           for s, v in zip(sentences, verdicts)]})
@@ -270,17 +275,18 @@ class AnswerSimilarity(SampleMetric):
 
 
 def answer_and_reference_claims(sample: Sample, lang: str, ctx: EvalSettings):
-    """Claims of the answer and of the reference, in one stage; or the unscored Score."""
-    answer_claims, reference_claims = yield from parallel(
-        extract_claims(sample.answer, sample.question, lang, ctx),
-        extract_claims(sample.ground_truth, sample.question, lang, ctx))
-    for got in (answer_claims, reference_claims):
-        if got.value is None:
-            return Score.unscored("judge_unparseable", got.problem or "", raw=got.raw)
-    return answer_claims.value, reference_claims.value
+    """Statements of the answer and of the reference (``answer_statements``), in one stage; or the
+    unscored Score."""
+    answer, reference = yield from parallel(
+        answer_statements(sample.answer, sample.question, lang, ctx),
+        answer_statements(sample.ground_truth, sample.question, lang, ctx))
+    for got in (answer, reference):
+        if got.problem:
+            return Score.unscored("judge_unparseable", got.problem, raw=got.raw)
+    return answer, reference
 
 
-def f1_from_counts(tp: int, fp: int, fn: int) -> float:
+def f1_from_counts(tp: float, fp: float, fn: float) -> float:
     return tp / (tp + 0.5 * (fp + fn)) if tp + fp + fn else 0.0
 
 
@@ -295,25 +301,35 @@ class AnswerCorrectness(SampleMetric):
         if isinstance(claims, Score):
             return claims
         a, g = claims
-        if not a and not g:
+        if not a.texts and not g.texts:
             return Score.unscored("no_claims", "neither the answer nor the reference makes a claim")
+        # A fragment ("David Seville") checked whole is read as an answer to the question.
         in_reference, in_answer, vectors = yield from parallel(
-            support_matrix([sample.ground_truth], a, lang, ctx),
-            support_matrix([sample.answer], g, lang, ctx),
+            support_matrix([sample.ground_truth], a.texts, lang, ctx, question=a.question_for(sample.question, ctx),
+                           framing="answer"),
+            support_matrix([sample.answer], g.texts, lang, ctx, question=g.question_for(sample.question, ctx),
+                           framing="reference"),
             embed_texts([sample.answer, sample.ground_truth]))
         for got in (in_reference, in_answer):
             if isinstance(got, str):
                 return Score.unscored("judge_unparseable", got)
-        tp = [c for c, v in zip(a, in_reference[0]) if v.supported]
-        fp = [c for c, v in zip(a, in_reference[0]) if not v.supported]
-        fn = [c for c, v in zip(g, in_answer[0]) if not v.supported]
-        f1 = f1_from_counts(len(tp), len(fp), len(fn))
+        tp = [c for c, v in zip(a.texts, in_reference[0]) if v.supported]
+        fp = [c for c, v in zip(a.texts, in_reference[0]) if not v.supported]
+        fn = [c for c, v in zip(g.texts, in_answer[0]) if not v.supported]
+        if ctx.verdict_score == "threshold":
+            counts = (len(tp), len(fp), len(fn))
+        else:  # expected counts: a claim is a true positive with the probability that it is supported
+            p_tp = sum(v.probability for v in in_reference[0])
+            counts = (p_tp, len(a.texts) - p_tp, sum(1.0 - v.probability for v in in_answer[0]))
+        f1 = f1_from_counts(*counts)
         similarity = max(0.0, float(np.dot(vectors[0], vectors[1])))
         w_f1, w_sim = ctx.answer_correctness_weights
         value = (w_f1 * f1 + w_sim * similarity) / (w_f1 + w_sim)
-        return Score(value, explanation=f"F1 {f1:.3f} (TP {len(tp)}, FP {len(fp)}, FN {len(fn)}), "
+        return Score(value, explanation=f"F1 {f1:.3f} (TP {counts[0]:.2f}, FP {counts[1]:.2f}, FN {counts[2]:.2f}), "
                                         f"similarity {similarity:.3f}",
-                     metadata={"tp": tp, "fp": fp, "fn": fn, "f1": f1, "similarity": similarity})
+                     metadata={"tp": tp, "fp": fp, "fn": fn, "f1": f1, "similarity": similarity,
+                               "counts": [round(c, 6) for c in counts],
+                               "statements": {"answer": a.source, "reference": g.source}})
 
 
 # --- rubrics --------------------------------------------------------------------------------------
@@ -362,7 +378,7 @@ class NoiseSensitivityRelevant(SampleMetric):
         claims = yield from answer_and_reference_claims(sample, lang, ctx)
         if isinstance(claims, Score):
             return claims
-        a, g = claims
+        a, g = claims[0].texts, claims[1].texts
         if not a:
             return Score.unscored("no_claims", "the answer makes no factual claim")
         chunks = list(sample.contexts)

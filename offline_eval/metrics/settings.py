@@ -15,6 +15,22 @@ class EvalSettings:
     verifier: str = "judge"  # who checks claims against contexts: "hhem" or "judge"
     verdicts: str = "options"  # judge verdicts: "options" (P(Yes) by log-prob) or "generate" (JSON)
     support_threshold: float = 0.5  # a claim counts as supported at P >= this (Ragas rounds HHEM at 0.5)
+    # "probability": shares of claims are expected shares, the mean P(supported), so a dataset never
+    # collapses to 0 or 1; "threshold": the share of verdicts at P >= support_threshold (Ragas)
+    verdict_score: str = "probability"
+    # which statements of an answer are verified: "auto" checks an answer of at most
+    # short_answer_sentences sentences whole and asks the judge for the claims of a longer one;
+    # "llm": always claim extraction (Ragas); "sentences": the answer's sentences
+    claims: str = "auto"
+    short_answer_sentences: int = 2
+    # judge option verdicts read the contexts in windows of whole sentences of at most this many words
+    # (Chinese: characters), and a statement is supported when its best window supports it; 0: all
+    # contexts at once
+    context_window: int = 200
+    # an answer checked whole of at most this many words is judged as an answer to the question: a
+    # fragment like "Tampa, Florida" states nothing on its own (a full sentence is judged on its own:
+    # on BEGIN, reading dialogue replies as answers to the user's message cost 0.12 AUC); 0: never
+    fragment_words: int = 4
     answer_relevancy_n: int = 3
     statements_per_call: int = 8  # claims verified per JSON call, so verdict lists are never cut off
     max_tokens: int = 768

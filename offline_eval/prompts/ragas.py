@@ -69,6 +69,19 @@ SUPPORT_VERDICTS = register(Prompt(
             "supported": {"type": "boolean"}, "chunk": {"type": ["integer", "null"]}}}}}},
 ))
 
+# A short answer checked whole is judged as an answer to its question: "Tampa, Florida" or "yes, in
+# 1998" state nothing on their own.
+ANSWER_SUPPORT_OPTION = register(Prompt(
+    name="answer_support_option",
+    system=YES_NO,
+    template={
+        "en": ("Context:\n{premise}\n\nQuestion: {question}\nAnswer: {hypothesis}\n\n"
+               "Is the answer fully supported by the context? Answer Yes or No."),
+        "zh": ("上下文：\n{premise}\n\n问题：{question}\n回答：{hypothesis}\n\n"
+               "该回答是否完全得到上下文的支持？回答 Yes 或 No。"),
+    },
+))
+
 # context_recall: a sentence of the reference is judged as an answer to the question (Ragas' context
 # recall prompt has the question too): a reference like "January 2021" is no statement on its own.
 ATTRIBUTION_OPTION = register(Prompt(

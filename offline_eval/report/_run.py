@@ -193,3 +193,24 @@ def fmt_ci(ci: Any, digits: int = 3) -> str:
         if lo != "—" and hi != "—":
             return f"[{lo}, {hi}]"
     return "—"
+
+
+def calibration_notes(metrics: dict[str, Any]) -> list[str]:
+    """One line per calibrated or calibratable metric of a summary's ``metrics``: the calibration a
+    run applied (threshold, where it was fitted, its cross-validated balanced accuracy) or that it
+    had none for these models. Metrics without a ``calibration`` entry (model-free ones) say nothing."""
+    lines = []
+    for name, entry in metrics.items():
+        if not isinstance(entry, dict) or "calibration" not in entry:
+            continue
+        c = entry["calibration"]
+        if not c:
+            lines.append(f"{name}: no calibration for these models (run `offline-eval calibrate`)")
+            continue
+        cv = (c.get("quality") or {}).get("balanced_accuracy_cross_validated")
+        share = c.get("positive_share")
+        lines.append(f"{name}: calibrated threshold {c['threshold']:.3f}"
+                     + (f", {share:.0%} of samples at or above it" if share is not None else "")
+                     + f" (fitted on {c.get('source', {}).get('dataset', '?')}, n = {c.get('n')}"
+                     + (f", cross-validated balanced accuracy {cv:.3f}" if cv is not None else "") + ")")
+    return lines

@@ -21,7 +21,7 @@ from typing import Any, Iterable
 
 from offline_eval.report import assets, svg
 from offline_eval.report._run import (
-    RunData, fmt_ci, fmt_num, load_run, lower_is_better, sample_id, sample_of, score_entry,
+    RunData, calibration_notes, fmt_ci, fmt_num, load_run, lower_is_better, sample_id, sample_of, score_entry,
     score_value, str_list, text_of, unscored_reason,
 )
 
@@ -152,8 +152,11 @@ def _header(data: RunData) -> str:
     if dur:
         meta.append(("duration", dur))
     items = "".join(f"<span>{e(k)}: <b>{e(v)}</b></span>" for k, v in meta if v not in (None, ""))
+    notes = calibration_notes(data.metric_summaries)
+    calibration = ("<div class='meta calibration'>" + "".join(f"<span>calibration: {e(n)}</span>" for n in notes)
+                   + "</div>") if notes else ""
     return (f"<header class='top'><h1>Evaluation report — {e(dataset)}</h1>"
-            f"<div class='meta'>{items}</div></header>")
+            f"<div class='meta'>{items}</div>{calibration}</header>")
 
 
 def _starter_banner(data: RunData) -> str:

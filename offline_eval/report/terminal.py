@@ -9,7 +9,7 @@ from __future__ import annotations
 import sys
 from typing import IO, Any, Mapping
 
-from offline_eval.report._run import fmt_ci, fmt_num, lower_is_better
+from offline_eval.report._run import calibration_notes, fmt_ci, fmt_num, lower_is_better
 
 __all__ = ["print_summary", "format_summary"]
 
@@ -58,6 +58,7 @@ def format_summary(summary: Mapping[str, Any]) -> str:
                                for i, c in enumerate(r)).rstrip())
         if j == 0:
             lines.append("  ".join("-" * w for w in widths))
+    lines += [f"calibration: {note}" for note in calibration_notes(_metrics(summary))]
     if _starter(summary):
         lines.append(f"NOTE: {STARTER_NOTE}")
     return "\n".join(lines) + "\n"
@@ -86,5 +87,7 @@ def print_summary(summary: Mapping[str, Any], file: IO[str] | None = None) -> No
         unscored = Text(row[4], style="dim" if row[4] == "0" else "yellow")
         table.add_row(Text(row[0], style="bold"), Text(row[1], style=style), row[2], row[3], unscored)
     console.print(table)
+    for note in calibration_notes(_metrics(summary)):
+        console.print(Text(f"calibration: {note}", style="dim"))
     if _starter(summary):
         console.print(Text(f"NOTE: {STARTER_NOTE}", style="bold yellow"))

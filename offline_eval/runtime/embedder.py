@@ -19,7 +19,7 @@ from offline_eval.runtime.hhem import file_fingerprint
 log = logging.getLogger(__name__)
 
 # Files that do not change what the model computes.
-_IGNORED = {"README.md", ".gitattributes"}
+_IGNORED = {"README.md", ".gitattributes", "offline-eval-calibration.json"}
 
 
 def folder_fingerprint(folder: Path) -> str:

@@ -1,0 +1,410 @@
+"""Agreement with human labels on every shared labelled set, our default metrics beside one plain prompt.
+
+    python benchmarks/agreement.py                 # writes benchmarks/results/agreement.{json,md}
+    python benchmarks/agreement.py --sets begin --configs plain,default
+
+Sets (../shared/data, SPEC §6), each mapped to the metric it tests:
+
+  begin            BEGIN dev (WoW), every labelled row ("Generic" dropped): question = message,
+                   answer = response, contexts = [knowledge]; faithfulness
+  qags_sentences   QAGS CNN/DM: one summary sentence against its article, faithful when most of the
+                   three MTurk votes say yes; faithfulness
+  qags_summaries   the same summaries as one multi-sentence answer, faithful when every sentence has
+                   a yes majority (where claim extraction should pay); faithfulness
+  evouna_tq        EVOUNA TriviaQA: a system's answer against the golden answer, the human
+                   correctness label; answer_correctness
+  rgb_en           RGB counterfactual English: each query's passages state a planted wrong answer;
+                   the planted answer is faithful to them (1), the true answer is not (0): does the
+                   metric check the contexts or its own world knowledge? faithfulness
+
+Configurations: ``plain`` is the one-prompt baseline of issue #14 (user turn "Context:\\n{contexts}\\n\\n
+Statement:\\n{answer}\\n\\nIs the statement fully supported by the context? Answer Yes or No.", score =
+P(Yes) / (P(Yes) + P(No)) at the next token; for answer correctness the context is the golden
+answer and the question is given); ``default`` is the set's metric with the code's default settings.
+Other named configurations (``CONFIGS``) are the variants measured while choosing the defaults.
+
+Each set is split in two halves (stratified by label, seeded): a threshold is fitted on the
+``fit`` half (the one that maximises balanced accuracy there) and balanced accuracy at that threshold
+is reported on the other (``test``) half. AUC and balanced accuracy at 0.5 use every scored row.
+Wall seconds are measured when a configuration's model work is computed (a rerun answers from the
+SQLite cache and keeps the first measurement).
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import os
+import platform
+import shlex
+import sys
+import time
+from collections import Counter
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from offline_eval.agreement import agreement_pointwise, balanced_accuracy  # noqa: E402
+from offline_eval.agreement.scoring import build_setup, score_samples  # noqa: E402
+from offline_eval.data.schema import Sample  # noqa: E402
+from offline_eval.engine.cache import ResultCache  # noqa: E402
+from offline_eval.engine.requests import ScoreOptions, messages  # noqa: E402
+from offline_eval.metrics.base import Metric, Score  # noqa: E402
+
+DATA = REPO.parent / "shared" / "data"
+BENCH_DIR = Path(os.environ.get("OFFLINE_EVAL_BENCH", "~/.cache/offline-eval-bench")).expanduser()
+JUDGE = BENCH_DIR / "qwen2.5-coder-0.5b-instruct"
+RESAMPLES, BOOT_SEED = 2000, 20240531
+
+
+# --- the plain-prompt baseline -------------------------------------------------------------------
+PLAIN_SYSTEM = "You are a meticulous evaluator. Answer with a single word: Yes or No."
+
+
+class PlainSupport(Metric):
+    """Issue #14's baseline: one Yes/No prompt over all contexts and the whole answer."""
+
+    name = "plain_support"
+    requires = ("answer", "contexts")
+    roles = frozenset({"judge"})
+
+    def score(self, sample, ctx):
+        body = (f"Context:\n{chr(10).join(sample.contexts)}\n\nStatement:\n{sample.answer}\n\n"
+                "Is the statement fully supported by the context? Answer Yes or No.")
+        probs = yield ScoreOptions(prompt=messages(("system", PLAIN_SYSTEM), ("user", body)), options=("Yes", "No"))
+        return Score(float(probs["Yes"]))
+
+
+class PlainCorrect(Metric):
+    """The same baseline for answer correctness: the golden answer is the context, the question is given."""
+
+    name = "plain_correct"
+    requires = ("question", "answer", "ground_truth")
+    roles = frozenset({"judge"})
+
+    def score(self, sample, ctx):
+        body = (f"Question: {sample.question}\nReference answer: {sample.ground_truth}\n\nAnswer:\n{sample.answer}\n\n"
+                "Is the answer correct according to the reference answer? Answer Yes or No.")
+        probs = yield ScoreOptions(prompt=messages(("system", PLAIN_SYSTEM), ("user", body)), options=("Yes", "No"))
+        return Score(float(probs["Yes"]))
+
+
+# --- the labelled sets ---------------------------------------------------------------------------
+def _begin(limit: int | None, seed: int) -> list[tuple[Sample, float]]:
+    out = []
+    with open(DATA / "begin_dev_wow.tsv", encoding="utf-8", newline="") as f:
+        for i, row in enumerate(csv.DictReader(f, delimiter="\t"), start=1):
+            if row["begin_label"] == "Generic":
+                continue
+            out.append((Sample(id=f"begin-{i}", question=row["message"], answer=row["response"],
+                               contexts=[row["knowledge"]], row=i),
+                        1.0 if row["begin_label"] == "Fully attributable" else 0.0))
+    return _draw(out, limit, seed)
+
+
+def _qags(limit: int | None, seed: int, whole: bool) -> list[tuple[Sample, float]]:
+    articles = [json.loads(line) for line in open(DATA / "qags_mturk_cnndm.jsonl", encoding="utf-8")]
+    order = np.random.default_rng(seed).permutation(len(articles))
+    if limit:  # a random subset of articles (the same for sentences and whole summaries)
+        order = order[:limit]
+    out = []
+    for a in sorted(int(i) for i in order):
+        art = articles[a]
+        votes = [sum(r["response"] == "yes" for r in s["responses"]) * 2 > len(s["responses"])
+                 for s in art["summary_sentences"]]
+        sentences = [s["sentence"] for s in art["summary_sentences"]]
+        if whole:
+            out.append((Sample(id=f"qags-{a}", question="", answer=" ".join(sentences), contexts=[art["article"]],
+                               row=a + 1), float(all(votes))))
+        else:
+            out += [(Sample(id=f"qags-{a}-{j}", question="", answer=s, contexts=[art["article"]], row=a + 1),
+                     float(v)) for j, (s, v) in enumerate(zip(sentences, votes))]
+    return out
+
+
+def _evouna(limit: int | None, seed: int) -> list[tuple[Sample, float]]:
+    items = json.load(open(DATA / "evouna_TQ.json", encoding="utf-8"))
+    systems = [k.removeprefix("judge_") for k in items[0] if k.startswith("judge_")]
+    out = []
+    for i, it in enumerate(items, start=1):
+        for system in systems:
+            label, answer = it.get(f"judge_{system}"), str(it.get(f"answer_{system}") or "").strip()
+            if not isinstance(label, bool) or not answer:
+                continue  # 15 "nan" labels
+            out.append((Sample(id=f"tq-{i}-{system}", question=it["question"], answer=answer,
+                               ground_truth=str(it["golden_answer"]), row=i), float(label)))
+    return _draw(out, limit, seed, stratified=False)
+
+
+def _rgb(limit: int | None, seed: int) -> list[tuple[Sample, float]]:
+    out = []
+    for line in open(DATA / "rgb_en_fact.json", encoding="utf-8"):
+        q = json.loads(line)
+        contexts = [p for p in q["positive_wrong"] if p.strip()]
+        true, fake = q["answer"], q["fakeanswer"]
+        true = true[0] if isinstance(true, list) else true
+        fake = fake[0] if isinstance(fake, list) else fake
+        if not contexts:
+            continue
+        for tag, answer, label in (("fake", fake, 1.0), ("true", true, 0.0)):
+            out.append((Sample(id=f"rgb-{q['id']}-{tag}", question=q["query"], answer=str(answer), contexts=contexts,
+                               row=int(q["id"]) + 1), label))
+    if limit:
+        keep = set(np.random.default_rng(seed).permutation(sorted({s.row for s, _ in out}))[:limit].tolist())
+        out = [(s, y) for s, y in out if s.row in keep]
+    return out
+
+
+def _draw(rows: list[tuple[Sample, float]], limit: int | None, seed: int, stratified: bool = True):
+    if not limit or limit >= len(rows):
+        return rows
+    rng = np.random.default_rng(seed)
+    if not stratified:
+        return [rows[i] for i in sorted(rng.choice(len(rows), size=limit, replace=False))]
+    pos = [i for i, (_, y) in enumerate(rows) if y == 1]
+    neg = [i for i, (_, y) in enumerate(rows) if y == 0]
+    k = round(limit * len(pos) / len(rows))
+    idx = list(rng.choice(pos, size=k, replace=False)) + list(rng.choice(neg, size=limit - k, replace=False))
+    return [rows[i] for i in sorted(idx)]
+
+
+# name -> (loader, metric of `default`, baseline metric, default row limit, what it tests)
+SETS: dict[str, tuple[Callable[..., list], str, type[Metric], int | None, str]] = {
+    "begin": (_begin, "faithfulness", PlainSupport, None, "BEGIN dev (WoW), dialogue responses vs short knowledge"),
+    "qags_sentences": (lambda n, s: _qags(n, s, False), "faithfulness", PlainSupport, 120,
+                       "QAGS CNN/DM, summary sentences vs the article"),
+    "qags_summaries": (lambda n, s: _qags(n, s, True), "faithfulness", PlainSupport, 120,
+                       "QAGS CNN/DM, whole summaries (faithful = every sentence yes)"),
+    "evouna_tq": (_evouna, "answer_correctness", PlainCorrect, 300, "EVOUNA TriviaQA, answer correctness"),
+    "rgb_en": (_rgb, "faithfulness", PlainSupport, 100, "RGB counterfactual: planted answer (1) vs true answer (0)"),
+}
+
+# Configurations: name -> (metric or None for the set's default, settings overrides, metadata value key)
+CONFIGS: dict[str, tuple[str | None, dict[str, Any], str | None]] = {
+    "plain": ("plain", {}, None),
+    "default": (None, {}, None),
+    # variants measured while choosing the defaults (settings the current code understands)
+    "share": (None, {"verdict_score": "threshold"}, None),
+    "sentences": ("faithfulness_sentences", {}, None),
+    "llm_claims": (None, {"claims": "llm"}, None),
+    "joined": (None, {"context_windows": 0}, None),
+    "no_question": (None, {"fragment_words": 0}, None),
+    "question": (None, {"fragment_words": 10**6}, None),
+}
+
+
+# --- measuring -----------------------------------------------------------------------------------
+def split_halves(rows: list[tuple[Sample, float]], seed: int) -> tuple[set[str], set[str]]:
+    """Stratified halves (by label) of the sample ids: (fit, test)."""
+    rng = np.random.default_rng(seed + 1)
+    fit: set[str] = set()
+    for label in (0.0, 1.0):
+        ids = sorted(s.id for s, y in rows if y == label)
+        rng.shuffle(ids)
+        fit.update(ids[: len(ids) // 2])
+    return fit, {s.id for s, _ in rows} - fit
+
+
+def best_threshold(scores: np.ndarray, labels: np.ndarray) -> float | None:
+    """The cut that maximises balanced accuracy (midpoint between neighbouring distinct scores)."""
+    if len(set(labels.tolist())) < 2:
+        return None
+    values = np.unique(scores)
+    cuts = np.r_[values[0] - 1e-6, (values[1:] + values[:-1]) / 2, values[-1] + 1e-6]
+    accs = [balanced_accuracy(scores, labels, float(c)) for c in cuts]
+    return float(cuts[int(np.argmax(accs))])
+
+
+def measure(rows, scores, fit_ids, test_ids) -> dict[str, Any]:
+    scored = [(s.id, y, scores[s.id]["value"]) for s, y in rows if scores.get(s.id, {}).get("value") is not None]
+    unscored = Counter(scores.get(s.id, {}).get("reason", "not_run") for s, _ in rows
+                       if scores.get(s.id, {}).get("value") is None)
+    out: dict[str, Any] = {"n": len(rows), "n_scored": len(scored), "unscored": dict(unscored)}
+    if not scored:
+        return out
+    v = np.array([x for _, _, x in scored])
+    y = np.array([lab for _, lab, _ in scored])
+    allp = agreement_pointwise(v, y, threshold=0.5, resamples=RESAMPLES, seed=BOOT_SEED).to_dict()
+    out.update(auc=allp["roc_auc"], bacc_05=allp["balanced_accuracy"], spearman=allp["spearman"],
+               n_positive=allp["n_positive"], n_negative=allp["n_negative"],
+               mean_positive=float(v[y == 1].mean()) if (y == 1).any() else None,
+               mean_negative=float(v[y == 0].mean()) if (y == 0).any() else None,
+               distinct_values=int(len(np.unique(np.round(v, 6)))))
+    fit = np.array([i in fit_ids for i, _, _ in scored])
+    test = np.array([i in test_ids for i, _, _ in scored])
+    t = best_threshold(v[fit], y[fit])
+    out["calibrated_threshold"] = t
+    if t is not None and test.any():
+        tp = agreement_pointwise(v[test], y[test], threshold=t, resamples=RESAMPLES, seed=BOOT_SEED).to_dict()
+        out["bacc_calibrated"] = tp["balanced_accuracy"]
+    return out
+
+
+def _wall(run_dir: Path, wall: float) -> float:
+    """Seconds of the first computation of this run folder (a cached rerun keeps that figure)."""
+    path = run_dir / "timing.json"
+    try:
+        fingerprint = json.loads((run_dir / "run.json").read_text())["fingerprint"]
+    except (OSError, ValueError, KeyError):
+        fingerprint = None
+    try:
+        recorded = json.loads(path.read_text())
+        if recorded.get("fingerprint") == fingerprint and float(recorded["wall_s"]) >= wall:
+            return float(recorded["wall_s"])
+    except (OSError, ValueError, KeyError, AttributeError):
+        pass
+    path.write_text(json.dumps({"wall_s": round(wall, 1), "fingerprint": fingerprint}))
+    return wall
+
+
+def _fmt(stat: dict[str, Any] | None) -> str:
+    if not stat or stat.get("value") is None:
+        return "-"
+    lo, hi = stat["ci95"]
+    return f"{stat['value']:.3f} [{lo:.3f}, {hi:.3f}]"
+
+
+def write_outputs(out: Path, payload: dict[str, Any]) -> None:
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.with_suffix(".json").write_text(json.dumps(payload, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    meta = payload["meta"]
+    lines = [
+        "# Agreement with human labels: every shared labelled set, bench judge",
+        "",
+        f"- date: {meta['date']}; code: {meta['code']}",
+        f"- machine: {meta['machine']}",
+        f"- command: `{meta['command']}`",
+        f"- judge: {meta['judge']} (bf16, option verdicts; torch threads {meta['threads']}, batch size "
+        f"{meta['batch_size']}, max tokens {meta['max_tokens']})",
+        "- plain: one Yes/No prompt over all contexts and the whole answer (issue #14); default: the set's metric "
+        "with the code's defaults",
+        "- AUC and balanced accuracy at 0.5: every scored row; calibrated: threshold fitted on a stratified random "
+        "half (max balanced accuracy), balanced accuracy on the other half; 95% bootstrap intervals "
+        f"({RESAMPLES} stratified resamples, seed {BOOT_SEED})",
+        "",
+        "| set | configuration | metric | scored / n (+/−) | ROC AUC | bal. acc. @0.5 | threshold (fit half) "
+        "| bal. acc. calibrated (test half) | mean + / − | distinct scores | wall s |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for r in payload["results"]:
+        m = r["measure"]
+        means = (f"{m['mean_positive']:.3f} / {m['mean_negative']:.3f}"
+                 if m.get("mean_positive") is not None and m.get("mean_negative") is not None else "-")
+        t = m.get("calibrated_threshold")
+        unsc = f"; unscored {m['unscored']}" if m.get("unscored") else ""
+        lines.append(f"| {r['set']} | {r['config']} | {r['metric']} | {m['n_scored']} / {m['n']} "
+                     f"({m.get('n_positive', '-')}/{m.get('n_negative', '-')}){unsc} | {_fmt(m.get('auc'))} | "
+                     f"{_fmt(m.get('bacc_05'))} | {'-' if t is None else f'{t:.3f}'} | "
+                     f"{_fmt(m.get('bacc_calibrated'))} | {means} | {m.get('distinct_values', '-')} | "
+                     f"{r['wall_s']:.0f} |")
+    lines += ["", "Sets: " + "; ".join(f"`{k}` {v}" for k, v in meta["sets"].items()), ""]
+    if payload.get("notes"):
+        lines += ["## Notes", ""] + [f"- {n}" for n in payload["notes"]] + [""]
+    out.with_suffix(".md").write_text("\n".join(lines), encoding="utf-8")
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--sets", default=",".join(SETS), help="comma-separated: " + ", ".join(SETS))
+    p.add_argument("--configs", default="plain,default", help="comma-separated: " + ", ".join(CONFIGS))
+    p.add_argument("--limit", action="append", default=[], metavar="SET=N",
+                   help="rows (qags: articles; rgb: queries) per set; 0 = all")
+    p.add_argument("--seed", type=int, default=13)
+    p.add_argument("--judge", type=Path, default=JUDGE)
+    p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--batch-size", type=int, default=16)
+    p.add_argument("--max-tokens", type=int, default=256)
+    p.add_argument("--out", type=Path, default=REPO / "benchmarks" / "results" / "agreement")
+    p.add_argument("--runs-dir", type=Path, default=BENCH_DIR / "agreement-runs")
+    p.add_argument("--cache", type=Path, default=BENCH_DIR / "agreement-cache.sqlite")
+    p.add_argument("--tag", default="", help="suffix of the run folders (to keep runs of other code apart)")
+    p.add_argument("--data", type=Path, help="folder of the shared labelled sets (default: ../shared/data)")
+    args = p.parse_args(argv)
+    global DATA
+    DATA = args.data or DATA
+    if not DATA.exists():
+        print(f"agreement: {DATA} not found (the shared labelled sets)", file=sys.stderr)
+        return 2
+    if not (args.judge / "config.json").exists():
+        print(f"agreement: no judge at {args.judge} (run ../shared/scripts/bench-judge)", file=sys.stderr)
+        return 2
+    limits = {k: int(v) for k, _, v in (x.partition("=") for x in args.limit)}
+
+    import subprocess
+
+    import torch
+    torch.set_num_threads(args.threads)
+    try:
+        code = subprocess.run(["git", "-C", str(REPO), "rev-parse", "--short", "HEAD"], capture_output=True,
+                              text=True).stdout.strip() or "unknown"
+        dirty = subprocess.run(["git", "-C", str(REPO), "status", "--porcelain", "offline_eval"],
+                               capture_output=True, text=True).stdout.strip()
+        code += " + uncommitted changes" if dirty else ""
+    except OSError:
+        code = "unknown"
+    raw_argv = argv if argv is not None else sys.argv[1:]
+    meta = {"date": datetime.now(timezone.utc).isoformat(timespec="seconds"), "code": code,
+            "machine": f"{platform.platform()}, {os.cpu_count()} CPUs, torch {torch.__version__}, "
+                       f"python {platform.python_version()}, load average at start "
+                       f"{os.getloadavg()[0]:.2f}",
+            "command": "python benchmarks/agreement.py" + (" " + shlex.join(raw_argv) if raw_argv else ""),
+            "judge": args.judge.name, "threads": args.threads, "batch_size": args.batch_size,
+            "max_tokens": args.max_tokens, "seed": args.seed, "sets": {}}
+    payload: dict[str, Any] = {"meta": meta, "results": [], "notes": []}
+    cache = ResultCache(args.cache)
+    models = None
+    started = time.monotonic()
+    try:
+        for set_name in [s for s in args.sets.split(",") if s]:
+            loader, metric_name, baseline, default_limit, what = SETS[set_name]
+            limit = limits.get(set_name, default_limit) or None
+            rows = loader(limit, args.seed)
+            fit_ids, test_ids = split_halves(rows, args.seed)
+            meta["sets"][set_name] = f"{what}: {len(rows)} rows" + (f" (limit {limit}, seed {args.seed})" if limit else "")
+            for config in [c for c in args.configs.split(",") if c]:
+                which, overrides, value_key = CONFIGS[config]
+                metric: Any = baseline() if which == "plain" else (which or metric_name)
+                if which == "faithfulness_sentences" and metric_name != "faithfulness":
+                    continue
+                setup = build_setup(metric, profile="starter", judge=str(args.judge), verdicts="options",
+                                    max_tokens=args.max_tokens, batch_size=args.batch_size, models=models)
+                models = setup.models
+                unknown = [k for k in overrides if not hasattr(setup.settings, k)]
+                if unknown:
+                    print(f"[{set_name} {config}] skipped: this code has no setting {unknown}", file=sys.stderr)
+                    continue
+                for k, v in overrides.items():
+                    setattr(setup.settings, k, v)
+                run_dir = args.runs_dir / f"{set_name}-{config}{args.tag}"
+                print(f"[{time.monotonic() - started:6.0f}s] {set_name} / {config}: {len(rows)} rows",
+                      file=sys.stderr, flush=True)
+                t0 = time.monotonic()
+                scores = score_samples([s for s, _ in rows], setup, run_dir, cache=cache)
+                wall = _wall(run_dir, time.monotonic() - t0)
+                if value_key:
+                    scores = {k: {**v, "value": v.get("metadata", {}).get(value_key)} if v.get("value") is not None
+                              else v for k, v in scores.items()}
+                m = measure(rows, scores, fit_ids, test_ids)
+                payload["results"].append({"set": set_name, "config": config, "metric": setup.metric.name,
+                                           "settings": overrides, "wall_s": round(wall, 1), "measure": m})
+                print(f"[{time.monotonic() - started:6.0f}s] {set_name} / {config}: AUC {_fmt(m.get('auc'))}, "
+                      f"bacc@0.5 {_fmt(m.get('bacc_05'))}, calibrated {_fmt(m.get('bacc_calibrated'))}, "
+                      f"{wall:.0f} s", file=sys.stderr, flush=True)
+                meta["elapsed_s"] = round(time.monotonic() - started, 1)
+                write_outputs(args.out, payload)
+    finally:
+        cache.close()
+    meta["elapsed_s"] = round(time.monotonic() - started, 1)
+    write_outputs(args.out, payload)
+    print(args.out.with_suffix(".md").read_text())
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

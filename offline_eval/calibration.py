@@ -1,0 +1,226 @@
+"""Calibration of a metric for one set of models, fitted on human labels and picked up by runs.
+
+A small judge's P(Yes) is informative but not calibrated: on one data set the faithful answers sit
+around 0.4, on another around 0.8. ``offline-eval calibrate`` scores a labelled data set with one
+metric and fits, for exactly these models and settings,
+
+* the decision threshold: the cut of the metric's value that maximises balanced accuracy on the
+  labels, and its k-fold cross-validated balanced accuracy (the honest figure);
+* a Platt map: P(a person labels the sample positive) = sigmoid(a * logit(value) + b).
+
+Calibrations are stored in a JSON file (``offline-eval-calibration.json``), by default inside the
+judge's model folder so they travel with the weights into the air gap. A calibration applies only
+where the identity of every model the metric uses (the cache's model identity: backend, model files,
+output-changing options) and the metric's settings are the ones it was fitted with; a run reports for
+each metric which calibration it used, or that it had none.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from dataclasses import asdict, dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Iterable, Sequence
+
+import numpy as np
+
+from offline_eval.agreement import balanced_accuracy, roc_auc
+from offline_eval.engine.models import CALIBRATION_FILE
+from offline_eval.metrics.settings import EvalSettings
+
+# CALIBRATION_FILE is left out of a model folder's identity (offline_eval.engine.models).
+FORMAT = 1
+# The settings that change a metric's value (the others change cost or wording of nothing scored).
+SIGNATURE_FIELDS = ("verifier", "verdicts", "verdict_score", "support_threshold", "claims",
+                    "short_answer_sentences", "context_window", "fragment_words", "answer_correctness_weights")
+_EPS = 1e-4
+
+
+def settings_signature(settings: EvalSettings) -> dict[str, Any]:
+    data = asdict(settings)
+    return {k: (list(data[k]) if isinstance(data[k], tuple) else data[k]) for k in SIGNATURE_FIELDS if k in data}
+
+
+def _logit(values: np.ndarray) -> np.ndarray:
+    v = np.clip(values, _EPS, 1.0 - _EPS)
+    return np.log(v / (1.0 - v))
+
+
+def best_threshold(values: Sequence[float], labels: Sequence[float]) -> float | None:
+    """The cut (midway between neighbouring distinct values) with the highest balanced accuracy;
+    the lowest such cut on ties. None unless both classes are present."""
+    v, y = np.asarray(values, dtype=float), np.asarray(labels, dtype=float)
+    if not ((y == 1).any() and (y == 0).any()):
+        return None
+    distinct = np.unique(v)
+    cuts = np.r_[distinct[0] - _EPS, (distinct[1:] + distinct[:-1]) / 2.0, distinct[-1] + _EPS]
+    accs = np.array([balanced_accuracy(v, y, float(c)) for c in cuts])
+    return float(cuts[int(np.argmax(accs))])
+
+
+def fit_platt(values: Sequence[float], labels: Sequence[float], iterations: int = 100) -> tuple[float, float]:
+    """Logistic regression of the labels on logit(value), by Newton's method with a small ridge term
+    (so perfectly separated labels still give finite coefficients)."""
+    x = _logit(np.asarray(values, dtype=float))
+    y = np.asarray(labels, dtype=float)
+    X = np.c_[x, np.ones_like(x)]
+    w = np.zeros(2)
+    ridge = 1e-3 * np.eye(2)
+    for _ in range(iterations):
+        p = 1.0 / (1.0 + np.exp(-(X @ w)))
+        grad = X.T @ (p - y) + ridge @ w
+        hess = X.T @ (X * (p * (1 - p))[:, None]) + ridge
+        step = np.linalg.solve(hess, grad)
+        w -= step
+        if np.abs(step).max() < 1e-10:
+            break
+    return float(w[0]), float(w[1])
+
+
+def cross_validated_accuracy(values: Sequence[float], labels: Sequence[float], folds: int = 5,
+                             seed: int = 0) -> float | None:
+    """Balanced accuracy of thresholds fitted on k-1 folds and applied to the held-out fold (stratified
+    folds, pooled predictions)."""
+    v, y = np.asarray(values, dtype=float), np.asarray(labels, dtype=float)
+    if min(int((y == 1).sum()), int((y == 0).sum())) < folds:
+        return None
+    rng = np.random.default_rng(seed)
+    fold = np.empty(len(v), dtype=int)
+    for label in (0.0, 1.0):
+        idx = np.flatnonzero(y == label)
+        rng.shuffle(idx)
+        fold[idx] = np.arange(len(idx)) % folds
+    predicted = np.zeros(len(v), dtype=bool)
+    for k in range(folds):
+        train = fold != k
+        t = best_threshold(v[train], y[train])
+        predicted[~train] = v[~train] >= t
+    tpr = float(predicted[y == 1].mean())
+    tnr = float((~predicted[y == 0]).mean())
+    return (tpr + tnr) / 2.0
+
+
+@dataclass
+class Calibration:
+    metric: str
+    models: dict[str, str]  # role -> model identity, for every role the metric uses
+    settings: dict[str, Any]  # settings_signature of the run it was fitted on
+    threshold: float
+    platt: tuple[float, float]
+    n: int
+    n_positive: int
+    quality: dict[str, Any] = field(default_factory=dict)  # balanced accuracy (in-sample, cross-validated), AUC
+    source: dict[str, Any] = field(default_factory=dict)  # data set, labels, date
+
+    def probability(self, value: float) -> float:
+        a, b = self.platt
+        z = a * float(_logit(np.array([value]))[0]) + b
+        return 1.0 / (1.0 + math.exp(-z))
+
+    def applies_to(self, metric: str, models: dict[str, str], settings: dict[str, Any]) -> bool:
+        return self.metric == metric and self.models == models and self.settings == settings
+
+    def describe(self) -> dict[str, Any]:
+        """What a run records about the calibration it used."""
+        return {"threshold": round(self.threshold, 6), "platt": [round(x, 6) for x in self.platt], "n": self.n,
+                "n_positive": self.n_positive, "quality": self.quality, "source": self.source}
+
+    def to_dict(self) -> dict[str, Any]:
+        out = asdict(self)
+        out["platt"] = list(self.platt)
+        return out
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "Calibration":
+        return cls(metric=data["metric"], models=dict(data["models"]), settings=dict(data["settings"]),
+                   threshold=float(data["threshold"]), platt=(float(data["platt"][0]), float(data["platt"][1])),
+                   n=int(data["n"]), n_positive=int(data["n_positive"]), quality=dict(data.get("quality", {})),
+                   source=dict(data.get("source", {})))
+
+
+def fit_calibration(metric: str, models: dict[str, str], settings: EvalSettings, values: Sequence[float],
+                    labels: Sequence[float], *, source: dict[str, Any] | None = None, folds: int = 5,
+                    seed: int = 0) -> Calibration:
+    v, y = np.asarray(values, dtype=float), np.asarray(labels, dtype=float)
+    if not np.isin(y, (0.0, 1.0)).all():
+        raise ValueError("calibration needs binary labels (name the positive values with --positive)")
+    threshold = best_threshold(v, y)
+    if threshold is None:
+        raise ValueError("calibration needs both positive and negative labelled samples")
+    quality = {"balanced_accuracy_in_sample": balanced_accuracy(v, y, threshold),
+               "balanced_accuracy_cross_validated": cross_validated_accuracy(v, y, folds, seed),
+               "balanced_accuracy_at_0_5": balanced_accuracy(v, y, 0.5), "roc_auc": roc_auc(v, y),
+               "folds": folds}
+    return Calibration(metric, dict(models), settings_signature(settings), threshold, fit_platt(v, y),
+                       int(v.size), int((y == 1).sum()), quality,
+                       {**(source or {}), "date": datetime.now(timezone.utc).isoformat(timespec="seconds")})
+
+
+# --- files ---------------------------------------------------------------------------------------
+def read_calibrations(path: str | os.PathLike[str]) -> list[Calibration]:
+    """The calibrations in a file; [] when there is none. A damaged file is an error naming it."""
+    p = Path(path)
+    if p.is_dir():
+        p = p / CALIBRATION_FILE
+    if not p.exists():
+        return []
+    try:
+        data = json.loads(p.read_text(encoding="utf-8"))
+        return [Calibration.from_dict(item) for item in data.get("calibrations", [])]
+    except (ValueError, KeyError, TypeError, IndexError) as exc:
+        raise ValueError(f"{p}: not a readable calibration file ({exc}); refit it with `offline-eval calibrate`") from None
+
+
+def write_calibration(path: str | os.PathLike[str], calibration: Calibration) -> Path:
+    """Add ``calibration`` to the file at ``path`` (a folder: its calibration file), replacing the one
+    fitted for the same metric, models and settings."""
+    p = Path(path)
+    if p.is_dir():
+        p = p / CALIBRATION_FILE
+    kept = [c for c in read_calibrations(p)
+            if not c.applies_to(calibration.metric, calibration.models, calibration.settings)]
+    payload = {"format": FORMAT, "calibrations": [c.to_dict() for c in kept + [calibration]]}
+    tmp = p.with_name(p.name + ".tmp")
+    tmp.write_text(json.dumps(payload, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    tmp.replace(p)
+    return p
+
+
+def find_calibration(calibrations: Iterable[Calibration], metric: str, models: dict[str, str],
+                     settings: EvalSettings) -> Calibration | None:
+    signature = settings_signature(settings)
+    for c in calibrations:
+        if c.applies_to(metric, models, signature):
+            return c
+    return None
+
+
+def calibrate_rows(rows: list[dict[str, Any]], summary: dict[str, Any],
+                   chosen: dict[str, Calibration | None]) -> None:
+    """Annotate finished result rows and the summary with each metric's calibration (in place).
+
+    A scored value gets ``metadata.calibrated = {"probability": ..., "positive": value >= threshold}``;
+    ``summary.metrics[m].calibration`` says which calibration was used and the share of positive
+    samples at its threshold, or that the metric had none for these models.
+    """
+    for name, calibration in chosen.items():
+        stats = summary.get("metrics", {}).get(name)
+        if stats is None:
+            continue
+        if calibration is None:
+            stats["calibration"] = None
+            continue
+        positives = scored = 0
+        for row in rows:
+            score = row["scores"].get(name)
+            if not score or score.get("value") is None:
+                continue
+            positive = score["value"] >= calibration.threshold
+            score.setdefault("metadata", {})["calibrated"] = {
+                "probability": round(calibration.probability(score["value"]), 6), "positive": positive}
+            positives += positive
+            scored += 1
+        stats["calibration"] = {**calibration.describe(), "positive_share": positives / scored if scored else None}
