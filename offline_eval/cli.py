@@ -81,10 +81,11 @@ def add_run_parser(subparsers: Any) -> argparse.ArgumentParser:
                            "or as shares of verdicts at P >= 0.5 (threshold, as Ragas)")
     what.add_argument("--claims", choices=["auto", "llm", "sentences"],
                       help="statements of an answer to verify: auto (an answer of at most two sentences whole, "
-                           "else the judge's claims; the default), llm (always the judge's claims) or sentences")
+                           "a longer one sentence by sentence; the default), llm (the judge's claims, as Ragas) "
+                           "or sentences")
     what.add_argument("--context-window", type=int, metavar="WORDS",
                       help="judge option verdicts read the contexts in windows of at most WORDS words (Chinese: "
-                           "characters) and keep the best window; 0 reads all contexts at once (default 200)")
+                           "characters) and keep the best window; 0 reads all contexts at once (default 100)")
     add_calibration_arguments(what)
     models = p.add_argument_group("models")
     add_model_arguments(models)
@@ -220,7 +221,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         result = run_with_ray(samples, metrics, settings, spec, output, cache=cache, aggregate=aggregate,
                               per_row=args.per_row, progress=progress, run_info=run_info,
                               address=args.ray_address, replicas=args.replicas or 2,
-                              gpus_per_replica=args.gpus_per_replica or 0, node_cache=args.ray_node_cache)
+                              gpus_per_replica=args.gpus_per_replica or 0, node_cache=args.ray_node_cache,
+                              calibrations=calibrations)
     else:
         result = evaluate(samples, metrics, models, settings, output, cache=cache, aggregate=aggregate,
                           per_row=args.per_row, progress=progress, run_info=run_info, calibrations=calibrations)

@@ -50,7 +50,7 @@ def _run(samples, tmp_path, batch_size, names=ALL):
     judge = ScriptedJudge(script=SCRIPT, batch_size=batch_size)
     metrics, aggregate = resolve_metrics(names)
     out = evaluate(samples, metrics, models(judge, embedder=HashingEmbedder(batch_size=batch_size)),
-                   EvalSettings(), tmp_path / f"bs{batch_size}-{len(samples)}")
+                   EvalSettings(claims="llm"), tmp_path / f"bs{batch_size}-{len(samples)}")
     return judge, out
 
 
@@ -68,7 +68,7 @@ def test_one_backend_call_per_batch_per_stage_whatever_the_dataset(tmp_path):
                 assert sum(sizes) == stats["computed"][kind]
                 # only the last batch of a stage may be partial
                 assert sum(1 for s in sizes if s < batch_size) <= out.stats["stages"] + 1
-            # dedup: claim extraction of an answer is shared by five metrics
+            # dedup: claim extraction of an answer (--claims llm) is shared by five metrics
             assert stats["requests"]["generate"] > stats["unique_requests"]["generate"]
 
 
@@ -95,7 +95,7 @@ def test_scores_identical_across_batch_sizes_and_per_row_mode(tmp_path):
     assert [r["scores"] for r in a.results] == [r["scores"] for r in b.results]
     metrics, _ = resolve_metrics(ALL)
     judge = ScriptedJudge(script=SCRIPT, batch_size=16)
-    c = evaluate(samples, metrics, models(judge), EvalSettings(), tmp_path / "per-row", per_row=True)
+    c = evaluate(samples, metrics, models(judge), EvalSettings(claims="llm"), tmp_path / "per-row", per_row=True)
     assert [r["scores"] for r in c.results] == [r["scores"] for r in a.results]
     assert judge.calls["generate"] > a.stats["backend_calls"]["generate"] / 16
 

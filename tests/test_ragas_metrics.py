@@ -271,15 +271,18 @@ def test_a_short_answer_is_checked_whole_without_claim_extraction():
     assert "checked whole, is supported" in result.explanation
 
 
-def test_a_longer_answer_is_split_into_claims_by_the_judge():
+def test_a_longer_answer_is_verified_sentence_by_sentence_or_by_the_judges_claims():
     long = Sample(id="2", question="Tell me about Paris.", contexts=CONTEXTS,
                   answer="Paris is the capital of France. It has 9 million people. The tower opened in 1889.")
     judge = ScriptedJudge(script={"generate": [claims_rule("Break the answer", CLAIMS)],
-                                  "options": [yes_for(CLAIMS[0])]})
+                                  "options": [yes_for(CLAIMS[0], "The tower opened in 1889.")]})
     result = _score(Faithfulness(), long, models(judge))
-    assert judge.calls["generate"] == 1 and result.metadata["statements"] == "llm"
-    assert result.value == pytest.approx((0.9 + 0.1) / 2)  # expected share: mean P(Yes)
-    assert result.metadata["supported_share"] == pytest.approx(0.5)
+    assert judge.calls["generate"] == 0 and result.metadata["statements"] == "sentences"
+    assert result.value == pytest.approx((0.9 + 0.1 + 0.9) / 3)  # expected share: mean P(Yes)
+    assert result.metadata["supported_share"] == pytest.approx(2 / 3)
+    claims = _score(Faithfulness(), long, models(judge), EvalSettings(claims="llm"))
+    assert judge.calls["generate"] == 1 and claims.metadata["statements"] == "llm"
+    assert claims.value == pytest.approx((0.9 + 0.1) / 2)
 
 
 def test_a_fragment_answer_is_judged_as_the_answer_to_its_question():

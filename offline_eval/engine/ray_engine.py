@@ -42,12 +42,13 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
+from offline_eval.calibration import Calibration
 from offline_eval.data.schema import Sample
 from offline_eval.engine.cache import ResultCache
 from offline_eval.engine.executor import ProgressFactory
 from offline_eval.engine.models import ModelSet
 from offline_eval.engine.runner import (
-    RESULTS, RunOutput, close_run, evaluate, open_run, run_fingerprint,
+    RESULTS, RunOutput, applicable_calibrations, close_run, evaluate, open_run, run_fingerprint,
 )
 from offline_eval.metrics import AGGREGATE
 from offline_eval.metrics.base import Metric
@@ -345,7 +346,8 @@ def run_with_ray(samples: list[Sample], metrics: list[Metric], settings: EvalSet
                  address: str | None = None, shard_size: int | None = None, cache_mode: str = "auto",
                  node_cache: str | None = None, max_attempts: int = 3,
                  ray_init_kwargs: dict[str, Any] | None = None,
-                 crash: tuple[int, int] | None = None) -> RunOutput:
+                 crash: tuple[int, int] | None = None,
+                 calibrations: list[Calibration] | None = None) -> RunOutput:
     """``runner.evaluate`` on a Ray cluster: same output files, same rows, same resume.
 
     ``cache`` is the driver's cache (its path is shared with same-node actors, and per-node work is
@@ -509,4 +511,5 @@ def run_with_ray(samples: list[Sample], metrics: list[Metric], settings: EvalSet
                 "shards": len(shards), "shard_size": size, "nodes": sorted(nodes),
                 "actors_started": sum(generations.values()), "retries": retries,
                 "cache_mode": cache_mode, "cache_entries_merged": merged,
-                "wall_s": round(time.perf_counter() - started_at, 3)}}, stats, len(done))
+                "wall_s": round(time.perf_counter() - started_at, 3)}}, stats, len(done),
+        applicable_calibrations(metrics, identities, settings, calibrations))

@@ -129,13 +129,18 @@ def evaluate(samples: list[Sample], metrics: list[Metric], models: ModelSet, set
             engine.run(tasks_for(range(len(todo))), on_done=finish)
         os.fsync(sink.fileno())
 
-    chosen = {m.name: find_calibration(calibrations or [], m.name,
-                                       {r: identities[r] for r in m.roles if r in identities}, settings)
-              for m in metrics if m.roles}
     return close_run(out, samples, finished, names + ([AGGREGATE] if aggregate else []), {
         **(run_info or {}), "started": started, "models": identities, "fingerprint": fingerprint,
         "resumed_samples": len(done), "settings": settings.fingerprint(), "engine": engine.stats.to_dict()},
-        engine.stats.to_dict(), len(done), chosen)
+        engine.stats.to_dict(), len(done), applicable_calibrations(metrics, identities, settings, calibrations))
+
+
+def applicable_calibrations(metrics: list[Metric], identities: dict[str, str], settings: EvalSettings,
+                            calibrations: list[Calibration] | None) -> dict[str, Calibration | None]:
+    """Model-based metric -> the calibration fitted for exactly its models and settings, or None."""
+    return {m.name: find_calibration(calibrations or [], m.name,
+                                     {r: identities[r] for r in m.roles if r in identities}, settings)
+            for m in metrics if m.roles}
 
 
 def open_run(out: Path, fingerprint: str, identities: dict[str, str]) -> dict[str, dict[str, Any]]:

@@ -127,18 +127,20 @@ def answer_statements(answer: str, question: str | None, language: str, settings
     """The statements of ``answer`` to verify, by ``mode`` (default ``settings.claims``).
 
     ``auto``: an answer of at most ``settings.short_answer_sentences`` sentences is one statement, the
-    answer itself (a small judge splitting a one-line answer mostly rephrases it, or copies the
-    question); a longer one is split into claims by the judge. ``llm``: always the judge's claims.
-    ``sentences``: the answer's sentences, no judge call.
+    answer itself; a longer one is verified sentence by sentence. ``llm``: the judge's claims (Ragas).
+    ``sentences``: the answer's sentences. Measured with the 0.5B bench judge
+    (benchmarks/results/agreement.md): the judge's claims of a one-line answer mostly rephrase it or
+    copy the user's message, and on multi-sentence summaries they ranked worse than the sentences
+    (QAGS CNN/DM AUC 0.661 vs 0.698) at 40 times the cost; a larger judge may do better with ``llm``.
     """
     mode = mode or settings.claims
+    if mode not in ("auto", "llm", "sentences"):
+        raise ValueError(f"unknown claims mode {mode!r} (auto, llm, sentences)")
     sentences = list(dict.fromkeys(split_sentences(answer, language)))
-    if mode == "sentences":
-        return Statements(sentences, "sentences")
     if mode == "auto" and len(sentences) <= max(0, settings.short_answer_sentences):
         return Statements([answer.strip()] if answer.strip() else [], "whole")
-    if mode not in ("auto", "llm"):
-        raise ValueError(f"unknown claims mode {mode!r} (auto, llm, sentences)")
+    if mode in ("auto", "sentences"):
+        return Statements(sentences, "sentences")
     got = yield from extract_claims(answer, question, language, settings)
     if got.value is None:
         return Statements([], "llm", got.problem or "unreadable claims", got.raw)

@@ -19,14 +19,14 @@ class EvalSettings:
     # collapses to 0 or 1; "threshold": the share of verdicts at P >= support_threshold (Ragas)
     verdict_score: str = "probability"
     # which statements of an answer are verified: "auto" checks an answer of at most
-    # short_answer_sentences sentences whole and asks the judge for the claims of a longer one;
-    # "llm": always claim extraction (Ragas); "sentences": the answer's sentences
+    # short_answer_sentences sentences whole and a longer one sentence by sentence; "llm": the judge's
+    # claims (Ragas); "sentences": always the answer's sentences
     claims: str = "auto"
     short_answer_sentences: int = 2
     # judge option verdicts read the contexts in windows of whole sentences of at most this many words
     # (Chinese: characters), and a statement is supported when its best window supports it; 0: all
     # contexts at once
-    context_window: int = 200
+    context_window: int = 100
     # an answer checked whole of at most this many words is judged as an answer to the question: a
     # fragment like "Tampa, Florida" states nothing on its own (a full sentence is judged on its own:
     # on BEGIN, reading dialogue replies as answers to the user's message cost 0.12 AUC); 0: never
