@@ -23,9 +23,9 @@ P(Yes) / (P(Yes) + P(No)) at the next token; for answer correctness the context 
 answer and the question is given); ``default`` is the set's metric with the code's default settings.
 Other named configurations (``CONFIGS``) are the variants measured while choosing the defaults.
 
-Each set is split in two halves (stratified by label, seeded): a threshold is fitted on the
-``fit`` half (the one that maximises balanced accuracy there) and balanced accuracy at that threshold
-is reported on the other (``test``) half. AUC and balanced accuracy at 0.5 use every scored row.
+Calibrated balanced accuracy is cross-validated: each row is predicted by the threshold fitted (max
+balanced accuracy) on the other four of five stratified folds, as ``offline-eval calibrate`` reports
+it. AUC and balanced accuracy at 0.5 use every scored row.
 Wall seconds are measured when a configuration's model work is computed (a rerun answers from the
 SQLite cache and keeps the first measurement).
 """
@@ -50,8 +50,9 @@ import numpy as np
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from offline_eval.agreement import agreement_pointwise, balanced_accuracy  # noqa: E402
+from offline_eval.agreement import agreement_pointwise  # noqa: E402
 from offline_eval.agreement.scoring import build_setup, score_samples  # noqa: E402
+from offline_eval.calibration import best_threshold, out_of_fold_predictions  # noqa: E402
 from offline_eval.data.schema import Sample  # noqa: E402
 from offline_eval.engine.cache import ResultCache  # noqa: E402
 from offline_eval.engine.requests import ScoreOptions, messages  # noqa: E402
@@ -60,7 +61,7 @@ from offline_eval.metrics.base import Metric, Score  # noqa: E402
 DATA = REPO.parent / "shared" / "data"
 BENCH_DIR = Path(os.environ.get("OFFLINE_EVAL_BENCH", "~/.cache/offline-eval-bench")).expanduser()
 JUDGE = BENCH_DIR / "qwen2.5-coder-0.5b-instruct"
-RESAMPLES, BOOT_SEED = 2000, 20240531
+RESAMPLES, BOOT_SEED, FOLDS = 2000, 20240531, 5
 
 
 # --- the plain-prompt baseline -------------------------------------------------------------------
@@ -200,28 +201,7 @@ CONFIGS: dict[str, tuple[str | None, dict[str, Any], str | None]] = {
 
 
 # --- measuring -----------------------------------------------------------------------------------
-def split_halves(rows: list[tuple[Sample, float]], seed: int) -> tuple[set[str], set[str]]:
-    """Stratified halves (by label) of the sample ids: (fit, test)."""
-    rng = np.random.default_rng(seed + 1)
-    fit: set[str] = set()
-    for label in (0.0, 1.0):
-        ids = sorted(s.id for s, y in rows if y == label)
-        rng.shuffle(ids)
-        fit.update(ids[: len(ids) // 2])
-    return fit, {s.id for s, _ in rows} - fit
-
-
-def best_threshold(scores: np.ndarray, labels: np.ndarray) -> float | None:
-    """The cut that maximises balanced accuracy (midpoint between neighbouring distinct scores)."""
-    if len(set(labels.tolist())) < 2:
-        return None
-    values = np.unique(scores)
-    cuts = np.r_[values[0] - 1e-6, (values[1:] + values[:-1]) / 2, values[-1] + 1e-6]
-    accs = [balanced_accuracy(scores, labels, float(c)) for c in cuts]
-    return float(cuts[int(np.argmax(accs))])
-
-
-def measure(rows, scores, fit_ids, test_ids) -> dict[str, Any]:
+def measure(rows, scores) -> dict[str, Any]:
     scored = [(s.id, y, scores[s.id]["value"]) for s, y in rows if scores.get(s.id, {}).get("value") is not None]
     unscored = Counter(scores.get(s.id, {}).get("reason", "not_run") for s, _ in rows
                        if scores.get(s.id, {}).get("value") is None)
@@ -235,14 +215,14 @@ def measure(rows, scores, fit_ids, test_ids) -> dict[str, Any]:
                n_positive=allp["n_positive"], n_negative=allp["n_negative"],
                mean_positive=float(v[y == 1].mean()) if (y == 1).any() else None,
                mean_negative=float(v[y == 0].mean()) if (y == 0).any() else None,
-               distinct_values=int(len(np.unique(np.round(v, 6)))))
-    fit = np.array([i in fit_ids for i, _, _ in scored])
-    test = np.array([i in test_ids for i, _, _ in scored])
-    t = best_threshold(v[fit], y[fit])
-    out["calibrated_threshold"] = t
-    if t is not None and test.any():
-        tp = agreement_pointwise(v[test], y[test], threshold=t, resamples=RESAMPLES, seed=BOOT_SEED).to_dict()
-        out["bacc_calibrated"] = tp["balanced_accuracy"]
+               distinct_values=int(len(np.unique(np.round(v, 6)))),
+               calibrated_threshold=best_threshold(v, y))
+    # Calibrated balanced accuracy, honestly: each row is predicted by a threshold fitted on the other
+    # folds (offline_eval.calibration, as `offline-eval calibrate` reports it), then bootstrapped.
+    predicted = out_of_fold_predictions(v, y, FOLDS, seed=0)
+    if predicted is not None:
+        out["bacc_calibrated"] = agreement_pointwise(predicted.astype(float), y, threshold=0.5, resamples=RESAMPLES,
+                                                     seed=BOOT_SEED).to_dict()["balanced_accuracy"]
     return out
 
 
@@ -284,12 +264,13 @@ def write_outputs(out: Path, payload: dict[str, Any]) -> None:
         f"{meta['batch_size']}, max tokens {meta['max_tokens']})",
         "- plain: one Yes/No prompt over all contexts and the whole answer (issue #14); default: the set's metric "
         "with the code's defaults",
-        "- AUC and balanced accuracy at 0.5: every scored row; calibrated: threshold fitted on a stratified random "
-        "half (max balanced accuracy), balanced accuracy on the other half; 95% bootstrap intervals "
-        f"({RESAMPLES} stratified resamples, seed {BOOT_SEED})",
+        "- AUC and balanced accuracy at 0.5: every scored row. Calibrated: 5-fold cross-validation (stratified, "
+        "seed 0): each row is predicted by the threshold that maximises balanced accuracy on the other four "
+        "folds, as `offline-eval calibrate` reports it; the threshold column is the one fitted on all rows. "
+        f"95% bootstrap intervals ({RESAMPLES} stratified resamples, seed {BOOT_SEED})",
         "",
-        "| set | configuration | metric | scored / n (+/−) | ROC AUC | bal. acc. @0.5 | threshold (fit half) "
-        "| bal. acc. calibrated (test half) | mean + / − | distinct scores | wall s |",
+        "| set | configuration | metric | scored / n (+/−) | ROC AUC | bal. acc. @0.5 | threshold "
+        "| bal. acc. calibrated (5-fold) | mean + / − | distinct scores | wall s |",
         "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in payload["results"]:
@@ -365,7 +346,6 @@ def main(argv: list[str] | None = None) -> int:
             loader, metric_name, baseline, default_limit, what = SETS[set_name]
             limit = limits.get(set_name, default_limit) or None
             rows = loader(limit, args.seed)
-            fit_ids, test_ids = split_halves(rows, args.seed)
             meta["sets"][set_name] = f"{what}: {len(rows)} rows" + (f" (limit {limit}, seed {args.seed})" if limit else "")
             for config in [c for c in args.configs.split(",") if c]:
                 which, overrides, value_key = CONFIGS[config]
@@ -390,7 +370,7 @@ def main(argv: list[str] | None = None) -> int:
                 if value_key:
                     scores = {k: {**v, "value": v.get("metadata", {}).get(value_key)} if v.get("value") is not None
                               else v for k, v in scores.items()}
-                m = measure(rows, scores, fit_ids, test_ids)
+                m = measure(rows, scores)
                 payload["results"].append({"set": set_name, "config": config, "metric": setup.metric.name,
                                            "settings": overrides, "wall_s": round(wall, 1), "measure": m})
                 print(f"[{time.monotonic() - started:6.0f}s] {set_name} / {config}: AUC {_fmt(m.get('auc'))}, "

@@ -35,7 +35,7 @@ from offline_eval.metrics.settings import EvalSettings
 FORMAT = 1
 # The settings that change a metric's value (the others change cost or wording of nothing scored).
 SIGNATURE_FIELDS = ("verifier", "verdicts", "verdict_score", "support_threshold", "claims",
-                    "short_answer_sentences", "context_window", "fragment_words", "answer_correctness_weights")
+                    "short_answer_sentences", "context_window", "windows_per_claim", "fragment_words", "answer_correctness_weights")
 _EPS = 1e-4
 
 
@@ -80,10 +80,10 @@ def fit_platt(values: Sequence[float], labels: Sequence[float], iterations: int 
     return float(w[0]), float(w[1])
 
 
-def cross_validated_accuracy(values: Sequence[float], labels: Sequence[float], folds: int = 5,
-                             seed: int = 0) -> float | None:
-    """Balanced accuracy of thresholds fitted on k-1 folds and applied to the held-out fold (stratified
-    folds, pooled predictions)."""
+def out_of_fold_predictions(values: Sequence[float], labels: Sequence[float], folds: int = 5,
+                            seed: int = 0) -> np.ndarray | None:
+    """Each item's prediction (value >= threshold) by a threshold fitted on the other folds (stratified
+    folds); None when a class has fewer items than ``folds``."""
     v, y = np.asarray(values, dtype=float), np.asarray(labels, dtype=float)
     if min(int((y == 1).sum()), int((y == 0).sum())) < folds:
         return None
@@ -96,11 +96,18 @@ def cross_validated_accuracy(values: Sequence[float], labels: Sequence[float], f
     predicted = np.zeros(len(v), dtype=bool)
     for k in range(folds):
         train = fold != k
-        t = best_threshold(v[train], y[train])
-        predicted[~train] = v[~train] >= t
-    tpr = float(predicted[y == 1].mean())
-    tnr = float((~predicted[y == 0]).mean())
-    return (tpr + tnr) / 2.0
+        predicted[~train] = v[~train] >= best_threshold(v[train], y[train])
+    return predicted
+
+
+def cross_validated_accuracy(values: Sequence[float], labels: Sequence[float], folds: int = 5,
+                             seed: int = 0) -> float | None:
+    """Balanced accuracy of the out-of-fold predictions: thresholds fitted on k-1 folds, applied to
+    the held-out one."""
+    predicted = out_of_fold_predictions(values, labels, folds, seed)
+    if predicted is None:
+        return None
+    return balanced_accuracy(predicted.astype(float), labels, 0.5)
 
 
 @dataclass

@@ -324,12 +324,16 @@ def test_judge_verdicts_read_long_contexts_in_windows_and_keep_the_best():
     judge = ScriptedJudge(script={"options": [{"match": "Statement:", "probs": probs}]})
     sample = Sample(id="w", question="When?", answer="The Eiffel Tower opened in 1889 in Paris.",
                     contexts=["Short chunk.", long_chunk])
-    result = _score(Faithfulness(), sample, models(judge), EvalSettings(context_window=8))
+    result = _score(Faithfulness(), sample, models(judge), EvalSettings(context_window=8, windows_per_claim=0))
     assert result.value == pytest.approx(0.95) and result.metadata["claims"][0]["chunk"] == 1
     assert len(premises) == len(windows)  # one verdict per window
+    premises.clear()
+    likely = _score(Faithfulness(), sample, models(judge), EvalSettings(context_window=8, windows_per_claim=2))
+    assert likely.value == pytest.approx(0.95) and len(premises) == 2  # the two windows sharing most words
+    assert any("opened in 1889" in p for p in premises)
     joined = _score(Faithfulness(), sample, models(judge), EvalSettings(context_window=0))
     assert joined.value == pytest.approx(0.95)  # all contexts at once, one verdict
-    assert len(premises) == len(windows) + 1 and "[2] The museum" in premises[-1]
+    assert len(premises) == 3 and "[2] The museum" in premises[-1]
 
 
 def test_answer_correctness_uses_expected_counts_on_whole_short_answers():

@@ -8,6 +8,7 @@ after one repair retry is reported as such.
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
 from typing import Any, Generator, Sequence
 
@@ -259,35 +260,56 @@ def context_windows(contexts: Sequence[str], size: int, language: str) -> list[t
     return out
 
 
+def _terms(text: str, language: str) -> set[str]:
+    """Lower-cased words (Chinese: characters) of ``text``, for ranking windows by overlap."""
+    if language == "zh":
+        return {ch for ch in text if not ch.isspace() and ch.isalnum()}
+    return set(re.findall(r"\w+", text.lower()))
+
+
+def likely_windows(windows: Sequence[str], statement: str, language: str, k: int) -> list[int]:
+    """Indices of the ``k`` windows sharing most words with ``statement`` (all when ``k`` is 0 or
+    there are no more), in window order; ties go to the earlier window."""
+    if k <= 0 or len(windows) <= k:
+        return list(range(len(windows)))
+    terms = _terms(statement, language)
+    overlap = [len(terms & _terms(w, language)) for w in windows]
+    return sorted(sorted(range(len(windows)), key=lambda i: -overlap[i])[:k])
+
+
 def support_against_contexts(contexts: Sequence[str], claims: Sequence[str], language: str,
                              settings: EvalSettings, question: str | None = None,
                              framing: str = "reference") -> Generator[Any, Any, list[Verdict] | str]:
     """One verdict per claim against a set of retrieved chunks.
 
     HHEM checks each chunk separately (a claim is supported if any chunk supports it, and that
-    chunk is cited). The judge with option verdicts checks each window of ``settings.context_window``
-    words separately (a small judge reads one short passage far better than five long ones; the
-    window is the shared prompt prefix of every claim checked against it) and takes the best; with
-    JSON verdicts, or ``context_window = 0``, it sees all chunks at once, numbered.
+    chunk is cited). The judge with option verdicts reads the contexts in windows of
+    ``settings.context_window`` words (a small judge reads one short passage far better than five
+    long ones; the window is the shared prompt prefix of every claim checked against it), checks each
+    claim against the ``settings.windows_per_claim`` windows that share most words with it, and takes
+    the best. With JSON verdicts, or ``context_window = 0``, the judge sees all chunks at once, numbered.
     """
     if settings.verifier == "hhem":
         windows = list(enumerate(contexts))
+        candidates = [list(range(len(windows)))] * len(claims)
     elif settings.verdicts == "options" and settings.context_window > 0:
         windows = context_windows(contexts, settings.context_window, language)
+        candidates = [likely_windows([t for _, t in windows], c, language, settings.windows_per_claim)
+                      for c in claims]
     else:
         matrix = yield from support_matrix([number_chunks(contexts)], claims, language, settings, numbered=True,
                                            question=question, framing=framing)
         return matrix if isinstance(matrix, str) else matrix[0]
-    matrix = yield from support_matrix([text for _, text in windows], claims, language, settings,
-                                       question=question, framing=framing)
-    if isinstance(matrix, str):
-        return matrix
+    columns = yield from parallel(*[
+        support_matrix([windows[w][1] for w in chosen], [claim], language, settings, question=question,
+                       framing=framing) for claim, chosen in zip(claims, candidates)])
     out = []
-    for c in range(len(claims)):
-        best = max(range(len(windows)), key=lambda w: matrix[w][c].probability)
-        v = matrix[best][c]
-        chunk = windows[best][0]
-        out.append(Verdict(v.probability, v.supported, chunk if v.supported else None))
+    for chosen, column in zip(candidates, columns):
+        if isinstance(column, str):
+            return column
+        best = max(range(len(chosen)), key=lambda i: column[i][0].probability)
+        v = column[best][0]
+        out.append(Verdict(v.probability, v.supported, windows[chosen[best]][0] if v.supported else None))
     return out
 
 

@@ -303,11 +303,13 @@ class AnswerCorrectness(SampleMetric):
         a, g = claims
         if not a.texts and not g.texts:
             return Score.unscored("no_claims", "neither the answer nor the reference makes a claim")
-        # A fragment ("David Seville") checked whole is read as an answer to the question.
+        # Correctness is relative to the question: an answer or reference checked whole is read as an
+        # answer to it, whatever its length (EVOUNA TriviaQA: AUC 0.812, against 0.750 when only
+        # fragments were; faithfulness, which is relative to the contexts, frames fragments only).
         in_reference, in_answer, vectors = yield from parallel(
-            support_matrix([sample.ground_truth], a.texts, lang, ctx, question=a.question_for(sample.question, ctx),
+            support_matrix([sample.ground_truth], a.texts, lang, ctx, question=sample.question if a.whole else None,
                            framing="answer"),
-            support_matrix([sample.answer], g.texts, lang, ctx, question=g.question_for(sample.question, ctx),
+            support_matrix([sample.answer], g.texts, lang, ctx, question=sample.question if g.whole else None,
                            framing="reference"),
             embed_texts([sample.answer, sample.ground_truth]))
         for got in (in_reference, in_answer):

@@ -27,6 +27,7 @@ class EvalSettings:
     # (Chinese: characters), and a statement is supported when its best window supports it; 0: all
     # contexts at once
     context_window: int = 100
+    windows_per_claim: int = 4  # the windows sharing most words with a statement are judged; 0: all
     # an answer checked whole of at most this many words is judged as an answer to the question: a
     # fragment like "Tampa, Florida" states nothing on its own (a full sentence is judged on its own:
     # on BEGIN, reading dialogue replies as answers to the user's message cost 0.12 AUC); 0: never
