@@ -51,7 +51,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from offline_eval.agreement import agreement_pointwise  # noqa: E402
-from offline_eval.agreement.scoring import build_setup, score_samples  # noqa: E402
+from offline_eval.agreement.scoring import build_setup, resolve_metric, score_samples  # noqa: E402
 from offline_eval.calibration import best_threshold, out_of_fold_predictions  # noqa: E402
 from offline_eval.data.schema import Sample  # noqa: E402
 from offline_eval.engine.cache import ResultCache  # noqa: E402
@@ -305,6 +305,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--runs-dir", type=Path, default=BENCH_DIR / "agreement-runs")
     p.add_argument("--cache", type=Path, default=BENCH_DIR / "agreement-cache.sqlite")
     p.add_argument("--tag", default="", help="suffix of the run folders (to keep runs of other code apart)")
+    p.add_argument("--note", action="append", default=[], help="a line for the notes of the results file")
     p.add_argument("--data", type=Path, help="folder of the shared labelled sets (default: ../shared/data)")
     args = p.parse_args(argv)
     global DATA
@@ -337,9 +338,13 @@ def main(argv: list[str] | None = None) -> int:
             "command": "python benchmarks/agreement.py" + (" " + shlex.join(raw_argv) if raw_argv else ""),
             "judge": args.judge.name, "threads": args.threads, "batch_size": args.batch_size,
             "max_tokens": args.max_tokens, "seed": args.seed, "sets": {}}
-    payload: dict[str, Any] = {"meta": meta, "results": [], "notes": []}
+    payload: dict[str, Any] = {"meta": meta, "results": [], "notes": [
+        "wall s: seconds of the configuration's first computation (a cached rerun keeps that figure). "
+        "qags_summaries reuses the verdicts qags_sentences computed for the same sentences and windows "
+        "when both run with one cache, so its default's wall s is then the extra cost only.",
+        *args.note]}
     cache = ResultCache(args.cache)
-    models = None
+    models: dict[frozenset[str], Any] = {}
     started = time.monotonic()
     try:
         for set_name in [s for s in args.sets.split(",") if s]:
@@ -352,9 +357,10 @@ def main(argv: list[str] | None = None) -> int:
                 metric: Any = baseline() if which == "plain" else (which or metric_name)
                 if which == "faithfulness_sentences" and metric_name != "faithfulness":
                     continue
+                roles = frozenset(resolve_metric(metric).roles if isinstance(metric, str) else metric.roles)
                 setup = build_setup(metric, profile="starter", judge=str(args.judge), verdicts="options",
-                                    max_tokens=args.max_tokens, batch_size=args.batch_size, models=models)
-                models = setup.models
+                                    max_tokens=args.max_tokens, batch_size=args.batch_size, models=models.get(roles))
+                models[roles] = setup.models  # loaded once per set of roles
                 unknown = [k for k in overrides if not hasattr(setup.settings, k)]
                 if unknown:
                     print(f"[{set_name} {config}] skipped: this code has no setting {unknown}", file=sys.stderr)

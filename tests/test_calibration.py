@@ -105,6 +105,9 @@ def test_calibrate_writes_into_the_judge_folder_and_run_applies_it_to_that_judge
     calibrated = rows[0]["scores"]["faithfulness"]["metadata"]["calibrated"]
     assert calibrated["positive"] == (rows[0]["scores"]["faithfulness"]["value"] >= written[0].threshold)
     assert "calibration" not in summary["metrics"]["rouge_l"]  # model-free metrics are not calibrated
+    from offline_eval.report.html import write_report
+    page = write_report(tmp_path / "run-a").read_text(encoding="utf-8")
+    assert "calibration: faithfulness: calibrated threshold" in page  # the report names the calibration used
 
     # The same calibration file beside another judge's weights does not apply to it.
     shutil.copy(judge_a / CALIBRATION_FILE, judge_b / CALIBRATION_FILE)
