@@ -112,7 +112,7 @@ def test_calibrate_writes_into_the_judge_folder_and_run_applies_it_to_that_judge
     # The same calibration file beside another judge's weights does not apply to it.
     shutil.copy(judge_a / CALIBRATION_FILE, judge_b / CALIBRATION_FILE)
     assert run(judge_b, "run-b")["metrics"]["faithfulness"]["calibration"] is None
-    assert "faithfulness: no calibration for these models" in capsys.readouterr().out  # and the run says so
+    assert "calibration: none for these models: faithfulness" in capsys.readouterr().out  # and the run says so
     # Nor with other settings, and --no-calibration turns it off.
     assert run(judge_a, "run-c", "--verdict-score", "threshold")["metrics"]["faithfulness"]["calibration"] is None
     assert run(judge_a, "run-d", "--no-calibration")["metrics"]["faithfulness"]["calibration"] is None

@@ -196,16 +196,16 @@ def fmt_ci(ci: Any, digits: int = 3) -> str:
 
 
 def calibration_notes(metrics: dict[str, Any]) -> list[str]:
-    """One line per calibrated or calibratable metric of a summary's ``metrics``: the calibration a
-    run applied (threshold, where it was fitted, its cross-validated balanced accuracy) or that it
-    had none for these models. Metrics without a ``calibration`` entry (model-free ones) say nothing."""
-    lines = []
+    """Lines about the calibrations of a summary's ``metrics``: one per calibrated metric (threshold,
+    where it was fitted, its cross-validated balanced accuracy), then one naming the metrics that had
+    none for these models. Metrics without a ``calibration`` entry (model-free ones) say nothing."""
+    lines, none = [], []
     for name, entry in metrics.items():
         if not isinstance(entry, dict) or "calibration" not in entry:
             continue
         c = entry["calibration"]
         if not c:
-            lines.append(f"{name}: no calibration for these models (run `offline-eval calibrate`)")
+            none.append(name)
             continue
         cv = (c.get("quality") or {}).get("balanced_accuracy_cross_validated")
         share = c.get("positive_share")
@@ -213,4 +213,6 @@ def calibration_notes(metrics: dict[str, Any]) -> list[str]:
                      + (f", {share:.0%} of samples at or above it" if share is not None else "")
                      + f" (fitted on {c.get('source', {}).get('dataset', '?')}, n = {c.get('n')}"
                      + (f", cross-validated balanced accuracy {cv:.3f}" if cv is not None else "") + ")")
+    if none:
+        lines.append(f"none for these models: {', '.join(none)} (fit one with `offline-eval calibrate`)")
     return lines
