@@ -13,13 +13,14 @@ from typing import Sequence
 
 import numpy as np
 
+from offline_eval.engine.models import CALIBRATION_FILE
 from offline_eval.engine.requests import Embed
 from offline_eval.runtime.hhem import file_fingerprint
 
 log = logging.getLogger(__name__)
 
 # Files that do not change what the model computes.
-_IGNORED = {"README.md", ".gitattributes", "offline-eval-calibration.json"}
+_IGNORED = {"README.md", ".gitattributes", CALIBRATION_FILE}  # a calibration describes the model, is not it
 
 
 def folder_fingerprint(folder: Path) -> str:
