@@ -371,7 +371,7 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"[{time.monotonic() - started:6.0f}s] {set_name} / {config}: {len(rows)} rows",
                       file=sys.stderr, flush=True)
                 t0 = time.monotonic()
-                scores = score_samples([s for s, _ in rows], setup, run_dir, cache=cache)
+                scores = score_samples([s for s, _ in rows], setup, run_dir, cache=cache, overwrite=True)
                 wall = _wall(run_dir, time.monotonic() - t0)
                 if value_key:
                     scores = {k: {**v, "value": v.get("metadata", {}).get(value_key)} if v.get("value") is not None

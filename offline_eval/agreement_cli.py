@@ -13,7 +13,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from offline_eval.cli_models import add_cache_arguments, add_model_arguments
+from offline_eval.cli_models import HelpFormatter, add_cache_arguments, add_model_arguments
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -60,7 +60,7 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
                     "pairwise -- share of pairs where the metric prefers the human-preferred item "
                     "(ties split at random with a fixed seed). Each with a bootstrap 95% interval. "
                     "Unscored samples are counted by reason and left out, never counted as 0.",
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+        formatter_class=HelpFormatter)
     _add_labelled_data(p)
     what = p.add_argument_group("agreement")
     what.add_argument("--protocol", choices=["pointwise", "pairwise"], default="pointwise")
@@ -75,6 +75,7 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
     out = p.add_argument_group("output")
     out.add_argument("--output", type=Path, help="run folder (default: runs/agreement-<dataset>-<metric>); "
                                                  "agreement.json is written there")
+    _add_overwrite(out)
     add_cache_arguments(out)
     out.add_argument("--quiet", action="store_true", help="no progress bars")
     p.set_defaults(func=_run)
@@ -86,7 +87,7 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
                     "balanced accuracy) and a Platt map to P(positive). The calibration is written into the "
                     "judge's model folder (offline-eval-calibration.json) unless --to names another file; "
                     "`run` applies it to that metric when the models and settings match, and only then.",
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+        formatter_class=HelpFormatter)
     _add_labelled_data(c)
     what = c.add_argument_group("calibration")
     what.add_argument("--folds", type=int, default=5, help="folds of the cross-validated balanced accuracy")
@@ -96,7 +97,13 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
     _add_scoring(c, what)
     out = c.add_argument_group("output")
     out.add_argument("--output", type=Path, help="run folder of the scoring (default: runs/calibrate-<dataset>-<metric>)")
+    _add_overwrite(out)
     add_cache_arguments(out)
     out.add_argument("--quiet", action="store_true", help="no progress bars")
     c.set_defaults(func=_calibrate)
     return p
+
+
+def _add_overwrite(group: argparse._ArgumentGroup) -> None:
+    group.add_argument("--overwrite", action="store_true",
+                       help="when --output holds another run's results, move them into its earlier/ subfolder")

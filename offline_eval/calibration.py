@@ -28,7 +28,7 @@ from typing import Any, Iterable, Sequence
 import numpy as np
 
 from offline_eval.agreement import balanced_accuracy, roc_auc
-from offline_eval.engine.models import CALIBRATION_FILE
+from offline_eval.runtime.identity import CALIBRATION_FILE
 from offline_eval.metrics.settings import EvalSettings
 
 # CALIBRATION_FILE is left out of a model folder's identity (offline_eval.engine.models).
@@ -205,14 +205,22 @@ def find_calibration(calibrations: Iterable[Calibration], metric: str, models: d
     return None
 
 
-def calibrate_rows(rows: list[dict[str, Any]], summary: dict[str, Any],
-                   chosen: dict[str, Calibration | None]) -> None:
-    """Annotate finished result rows and the summary with each metric's calibration (in place).
+def annotate_row(row: dict[str, Any], chosen: dict[str, Calibration | None]) -> None:
+    """Add each calibrated metric's reading to a finished result row (in place): a scored value gets
+    ``metadata.calibrated = {"probability": ..., "positive": value >= threshold}``."""
+    for name, calibration in chosen.items():
+        score = row["scores"].get(name)
+        if calibration is None or not score or score.get("value") is None:
+            continue
+        score.setdefault("metadata", {})["calibrated"] = {
+            "probability": round(calibration.probability(score["value"]), 6),
+            "positive": score["value"] >= calibration.threshold}
 
-    A scored value gets ``metadata.calibrated = {"probability": ..., "positive": value >= threshold}``;
-    ``summary.metrics[m].calibration`` says which calibration was used and the share of positive
-    samples at its threshold, or that the metric had none for these models.
-    """
+
+def calibration_summary(summary: dict[str, Any], chosen: dict[str, Calibration | None],
+                        values: dict[str, Sequence[float | None]]) -> None:
+    """``summary.metrics[m].calibration``: which calibration was used and the share of positive samples
+    at its threshold, or None when the metric had none for these models (in place)."""
     for name, calibration in chosen.items():
         stats = summary.get("metrics", {}).get(name)
         if stats is None:
@@ -220,14 +228,6 @@ def calibrate_rows(rows: list[dict[str, Any]], summary: dict[str, Any],
         if calibration is None:
             stats["calibration"] = None
             continue
-        positives = scored = 0
-        for row in rows:
-            score = row["scores"].get(name)
-            if not score or score.get("value") is None:
-                continue
-            positive = score["value"] >= calibration.threshold
-            score.setdefault("metadata", {})["calibrated"] = {
-                "probability": round(calibration.probability(score["value"]), 6), "positive": positive}
-            positives += positive
-            scored += 1
-        stats["calibration"] = {**calibration.describe(), "positive_share": positives / scored if scored else None}
+        scored = [v for v in values.get(name, ()) if v is not None]
+        positives = sum(v >= calibration.threshold for v in scored)
+        stats["calibration"] = {**calibration.describe(), "positive_share": positives / len(scored) if scored else None}

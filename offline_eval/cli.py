@@ -23,11 +23,11 @@ from typing import Any
 
 from offline_eval import __version__
 from offline_eval.cli_models import (
-    add_cache_arguments, add_calibration_arguments, add_model_arguments, apply_threads, load_calibrations,
+    HelpFormatter, add_cache_arguments, add_calibration_arguments, add_model_arguments, apply_threads, load_calibrations,
     load_models, open_cache, profile_overrides,
 )
 
-SUBCOMMAND_MODULES = ("offline_eval.runtime.models_cli", "offline_eval.retrieval.cli",
+SUBCOMMAND_MODULES = ("offline_eval.runtime.models_cli", "offline_eval.engine.cache_cli", "offline_eval.retrieval.cli",
                       "offline_eval.report.cli", "offline_eval.testset.cli", "offline_eval.agreement_cli")
 
 
@@ -58,7 +58,7 @@ def add_run_parser(subparsers: Any) -> argparse.ArgumentParser:
         description="Score every sample of a dataset. Each stage (claim extraction, verification, "
                     "question regeneration, embedding) is batched across the whole dataset; results are "
                     "written as samples finish, and rerunning the same command resumes a killed run.",
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+        formatter_class=HelpFormatter)
     data = p.add_argument_group("data")
     data.add_argument("--dataset", help="JSONL, JSON, CSV/TSV, Parquet or a `datasets` save_to_disk folder")
     data.add_argument("--map", dest="mapping", metavar="FIELD=PATH,...",
@@ -71,9 +71,10 @@ def add_run_parser(subparsers: Any) -> argparse.ArgumentParser:
     what.add_argument("--language", choices=["en", "zh"], help="force the prompt language (default: per sample)")
     what.add_argument("--verdicts", choices=["options", "generate"],
                       help="judge verdicts as P(Yes) from log-probabilities (options) or as JSON with reasons (generate)")
-    what.add_argument("--answer-relevancy-n", type=int, help="questions regenerated per answer")
+    what.add_argument("--answer-relevancy-n", type=int, help="questions regenerated per answer (default 3)")
     what.add_argument("--max-tokens", type=int, help="longest judge output, in tokens (default 768)")
-    what.add_argument("--answer-correctness-weights", type=_pair, metavar="F1,SIM")
+    what.add_argument("--answer-correctness-weights", type=_pair, metavar="F1,SIM",
+                      help="weights of answer_correctness' factual F1 and its embedding similarity (default 0.75,0.25)")
     what.add_argument("--weights", type=_weights, metavar="metric=w,...", help="weights of the aggregate")
     what.add_argument("--rubrics", type=Path, help="TOML/JSON rubrics: {reference_free|with_reference: {1..5: text}}")
     what.add_argument("--verdict-score", choices=["probability", "threshold"],
@@ -93,7 +94,14 @@ def add_run_parser(subparsers: Any) -> argparse.ArgumentParser:
     models.add_argument("--batch-size", type=int, help="batch size of each backend call (HHEM, embedder, "
                                                        "transformers judge)")
     out = p.add_argument_group("output")
-    out.add_argument("--output", type=Path, help="run folder (default: runs/<dataset name>); rerun to resume")
+    out.add_argument("--output", type=Path, help="run folder (default: runs/<dataset name>); rerun the same "
+                                                 "command to resume")
+    out.add_argument("--overwrite", action="store_true",
+                     help="when --output holds another run's results, move them into its earlier/ subfolder and "
+                          "start afresh (without it such a folder is refused)")
+    out.add_argument("--window", type=int, metavar="ROWS",
+                     help="rows scored together: every stage is batched across a window, and its results are "
+                          "written when it finishes (default 1024)")
     add_cache_arguments(out)
     out.add_argument("--per-row", action="store_true",
                      help="one sample at a time, as the reference tools do (for benchmarks)")
@@ -163,6 +171,7 @@ class _Progress:
 
 def cmd_run(args: argparse.Namespace) -> int:
     from offline_eval.data.readers import parse_mapping, read_dataset
+    from offline_eval.engine.run_folder import default_run_folder
     from offline_eval.engine.runner import evaluate
     from offline_eval.metrics import resolve_metrics
     from offline_eval.metrics.settings import EvalSettings
@@ -173,6 +182,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     mapping = parse_mapping(args.mapping) if args.mapping else None
     samples = read_dataset(args.dataset, mapping, limit=args.limit)
     metrics, aggregate = resolve_metrics(args.metrics)
+    gates = _gates(args.fail_under, [m.name for m in metrics] + (["aggregate"] if aggregate else []))
+    check_device(args.device)
     loaded = load_models(args, {r for m in metrics for r in m.roles}, command="offline-eval",
                          batch_size=args.batch_size)
     if loaded is None:
@@ -200,7 +211,7 @@ def cmd_run(args: argparse.Namespace) -> int:
             setattr(settings, name, getattr(args, name))
     calibrations = load_calibrations(args, profile, roles)
 
-    output = args.output or Path("runs") / Path(args.dataset).stem
+    output = args.output or default_run_folder(args.dataset)
     cache = open_cache(args)
     starter_note = ("starter profile: these scores only show that the pipeline runs; "
                     "use the cpu or gpu profile for real evaluations")
@@ -209,42 +220,79 @@ def cmd_run(args: argparse.Namespace) -> int:
     if profile.starter:
         print(f"offline-eval: {starter_note}", file=sys.stderr)
     run_info = {"dataset": str(args.dataset), "profile": profile.name, "starter": profile.starter,
-                "device": args.device or "cpu", "batch_size": args.batch_size, "per_row": args.per_row}
+                "device": args.device or "cpu", "batch_size": args.batch_size, "per_row": args.per_row,
+                "models_verified": not args.no_verify}
     if profile.starter:
         run_info["note"] = starter_note
     progress = None if args.quiet else _Progress()
+
+    def write_report(output: Any) -> None:  # while the run still holds its folder
+        if args.no_report:
+            return
+        try:
+            from offline_eval.report.html import write_report as write_html
+        except ImportError:
+            return
+        print(f"report: {write_html(output.output_dir)}", file=sys.stderr)
+
     if args.engine == "ray":
         from offline_eval.engine.ray_engine import ModelSpec, run_with_ray
         spec = ModelSpec.create(
             args.profile or profile.name, args.models_dir, roles=roles, device=args.device,
-            batch_size=args.batch_size, judge_batch_size=args.judge_batch_size, overrides=profile_overrides(args))
+            batch_size=args.batch_size, judge_batch_size=args.judge_batch_size, overrides=profile_overrides(args),
+            verify=not args.no_verify)
         result = run_with_ray(samples, metrics, settings, spec, output, cache=cache, aggregate=aggregate,
                               per_row=args.per_row, progress=progress, run_info=run_info,
                               address=args.ray_address, replicas=args.replicas or 2,
                               gpus_per_replica=args.gpus_per_replica or 0, node_cache=args.ray_node_cache,
-                              calibrations=calibrations)
+                              calibrations=calibrations, overwrite=args.overwrite)
+        write_report(result)
     else:
         result = evaluate(samples, metrics, models, settings, output, cache=cache, aggregate=aggregate,
-                          per_row=args.per_row, progress=progress, run_info=run_info, calibrations=calibrations)
+                          per_row=args.per_row, progress=progress, run_info=run_info, calibrations=calibrations,
+                          overwrite=args.overwrite, on_close=write_report,
+                          **({"window": args.window} if args.window else {}))
     cache.close()
 
     _print_summary(result.summary)
-    if not args.no_report:
-        try:
-            from offline_eval.report.html import write_report
-            path = write_report(result.output_dir)
-            print(f"report: {path}", file=sys.stderr)
-        except ImportError:
-            pass
     print(f"results: {result.output_dir / 'results.jsonl'}", file=sys.stderr)
-    if args.fail_under:
-        from offline_eval.report.gating import check_thresholds, parse_thresholds
-        failures = check_thresholds(result.summary, parse_thresholds(args.fail_under))
+    if gates:
+        from offline_eval.report.gating import check_thresholds
+        failures = check_thresholds(result.summary, gates)
         if failures:
             for failure in failures:
                 print(f"offline-eval: gate failed: {failure}", file=sys.stderr)
             return 3
     return 0
+
+
+def _gates(spec: str | None, names: list[str]) -> dict[str, float]:
+    """``--fail-under`` parsed and checked against the run's metrics before anything is scored."""
+    if not spec:
+        return {}
+    from offline_eval.report.gating import parse_thresholds
+
+    gates = parse_thresholds(spec)
+    unknown = sorted(set(gates) - set(names))
+    if unknown:
+        raise ValueError(f"--fail-under names {', '.join(unknown)}, not among this run's metrics "
+                         f"({', '.join(names)})")
+    return gates
+
+
+def check_device(device: str | None) -> None:
+    """A ``--device`` this machine lacks is a one-line error before any model loads."""
+    if not device or not device.startswith("cuda"):
+        return
+    import torch
+
+    if not torch.cuda.is_available():
+        built = "a CPU-only build" if torch.version.cuda is None else f"built for CUDA {torch.version.cuda}"
+        raise ValueError(f"--device {device}: no CUDA device here (torch {torch.__version__}, {built}); "
+                         "use --device cpu")
+    index = device.partition(":")[2]
+    if index and (not index.isdigit() or int(index) >= torch.cuda.device_count()):
+        raise ValueError(f"--device {device}: this machine has {torch.cuda.device_count()} CUDA device(s)")
 
 
 def _print_summary(summary: dict[str, Any]) -> None:
@@ -293,6 +341,19 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _quiet_libraries(verbose: bool, progress: bool) -> None:
+    """Nothing from other libraries on screen unless -v: transformers' warnings and, with --quiet, the
+    hub's and transformers' progress bars ("Loading weights")."""
+    import os
+
+    if not verbose:
+        os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
+    if not progress:
+        os.environ["HF_HUB_DISABLE_PROGRESS_BARS"] = "1"
+        if "transformers" in sys.modules:  # read at import: switch off an already imported one too
+            sys.modules["transformers"].utils.logging.disable_progress_bar()
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
@@ -301,6 +362,8 @@ def main(argv: list[str] | None = None) -> int:
     if not getattr(args, "func", None):
         parser.print_help()
         return 0
+    _quiet_libraries(verbose=args.verbose, progress=not (getattr(args, "quiet", False)
+                                                         or getattr(args, "no_progress", False)))
     if args.command == "run":
         args = _merge_config(args, next(a for a in parser._subparsers._group_actions[0].choices.values()
                                          if a.prog.endswith(" run")))

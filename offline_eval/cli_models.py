@@ -13,6 +13,16 @@ from pathlib import Path
 from typing import Any
 
 JUDGE_BACKENDS = ["vllm", "transformers", "openai", "scripted"]
+
+
+class HelpFormatter(argparse.HelpFormatter):
+    """Shows a flag's default once: only when it has one and its help does not already say it."""
+
+    def _get_help_string(self, action: argparse.Action) -> str:
+        text = action.help or ""
+        if not action.option_strings or action.default in (None, False, [], argparse.SUPPRESS) or "default" in text:
+            return text
+        return f"{text} (default: %(default)s)"
 DEFAULT_CACHE = Path("~/.cache/offline-eval/cache.sqlite")
 
 # Profile.with_overrides keyword -> (the argparse dest of its flag in add_model_arguments, the role it
@@ -39,6 +49,9 @@ def add_model_arguments(group: argparse._ArgumentGroup, *, verifier: bool = True
         group.add_argument("--hhem-tokenizer", help="flan-t5-base folder (tokenizer + config) for HHEM")
     if embedder:
         group.add_argument("--embedder", help="sentence-transformers model folder")
+    group.add_argument("--no-verify", action="store_true",
+                       help="do not check model files against their manifest's sha256s before loading (the "
+                            "manifest's hashes are then trusted as the models' identity; recorded in run.json)")
     group.add_argument("--threads", type=int, help="CPU threads for torch (default: torch's choice; on a "
                                                    "CPU shared with other jobs, 1 is often much faster)")
 
@@ -90,7 +103,8 @@ def load_models(args: argparse.Namespace, roles: set[str], *, command: str,
             print(f"{command}: {problem}", file=sys.stderr)
         return None
     models = model_set_from_profile(profile, device=args.device, batch_size=batch_size,
-                                    judge_batch_size=args.judge_batch_size, roles=roles)
+                                    judge_batch_size=args.judge_batch_size, roles=roles,
+                                    verify=not getattr(args, "no_verify", False))
     return profile, roles, models
 
 

@@ -13,6 +13,7 @@ import numpy as np
 
 DEFAULT_RESAMPLES = 2000
 DEFAULT_SEED = 20240531
+_BOOTSTRAP_CELLS = 8_000_000  # indices drawn at once by bootstrap_ci (64 MB)
 
 
 @dataclass
@@ -44,7 +45,11 @@ def bootstrap_ci(values: Sequence[float], *, resamples: int = DEFAULT_RESAMPLES,
     if data.size == 1:
         return (float(data[0]), float(data[0]))
     rng = np.random.default_rng(seed)
-    means = data[rng.integers(0, data.size, size=(resamples, data.size))].mean(axis=1)
+    # Resampled in blocks so memory stays bounded (2000 resamples of 100k scores at once would take
+    # 1.6 GB); small samples keep the single draw, and so their exact intervals.
+    block = max(1, min(resamples, _BOOTSTRAP_CELLS // data.size))
+    means = np.concatenate([data[rng.integers(0, data.size, size=(min(block, resamples - start), data.size))]
+                            .mean(axis=1) for start in range(0, resamples, block)])
     alpha = (1.0 - level) / 2.0
     return (float(np.quantile(means, alpha)), float(np.quantile(means, 1.0 - alpha)))
 

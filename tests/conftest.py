@@ -10,6 +10,14 @@ REPO = Path(__file__).resolve().parents[1]
 SHARED_DATA = REPO.parent / "shared" / "data"
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _private_hash_memo(tmp_path_factory) -> None:
+    """Tests remember file hashes in their own memo, not the user's ~/.cache."""
+    import os
+
+    os.environ["OFFLINE_EVAL_HASHES"] = str(tmp_path_factory.mktemp("memo") / "file-hashes.sqlite")
+
+
 @pytest.fixture(scope="session")
 def tiny_profile(tmp_path_factory) -> Path:
     """A manifest whose judge, HHEM verifier and embedder are tiny random models built here."""

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import argparse
 import json
 from pathlib import Path
+
+import pytest
 
 from offline_eval.cli import main
 
@@ -43,3 +46,59 @@ def test_fail_under_sets_the_exit_code(tmp_path, capsys):
     assert main(common + ["--output", str(tmp_path / "a"), "--fail-under", "rouge_l=0.01"]) == 0
     assert main(common + ["--output", str(tmp_path / "b"), "--fail-under", "rouge_l=0.99"]) == 3
     assert "rouge_l" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("extra, message", [
+    (["--device", "cuda:0"], "--device cuda:0: no CUDA device here"),
+    (["--fail-under", "rouge_l"], "bad threshold 'rouge_l'"),
+    (["--fail-under", "faithfulness=0.5", "--metrics", "rouge_l"], "--fail-under names faithfulness"),
+])
+def test_bad_flags_fail_with_one_line_before_any_model_loads(tmp_path, capsys, monkeypatch, extra, message):
+    import torch
+
+    from offline_eval.engine.models import ModelSet
+
+    if "--device" in extra and torch.cuda.is_available():
+        pytest.skip("this machine has CUDA")
+
+    def no_loading(self, role):
+        raise AssertionError(f"the {role} model was loaded")
+
+    monkeypatch.setattr(ModelSet, "get", no_loading)
+    out = tmp_path / "run"
+    rc = main(["run", "--dataset", str(EXAMPLES), "--profile", "starter", "--quiet", "--no-report",
+               "--output", str(out), *extra])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert rc == 2 and len(err) == 1 and message in err[0], err
+    assert not out.exists()
+
+
+def test_help_states_each_default_once():
+    from offline_eval.cli import build_parser
+
+    parser = build_parser()
+    for name, sub in parser._subparsers._group_actions[0].choices.items():
+        text = sub.format_help()
+        assert "(default: None)" not in text, name
+        assert "(default: False)" not in text, name
+        for action in sub._actions:
+            if action.option_strings and action.help not in (None, argparse.SUPPRESS):
+                assert action.help.count("default") <= 1, (name, action.option_strings)
+
+
+def test_quiet_run_prints_only_offline_evals_own_lines(tiny_profile, tmp_path):
+    """No progress bar or warning from transformers or the hub with --quiet (issue #19)."""
+    import subprocess
+    import sys
+
+    repo = Path(__file__).resolve().parents[1]
+    done = subprocess.run(
+        [sys.executable, "-m", "offline_eval.cli", "run", "--dataset", str(EXAMPLES), "--profile", str(tiny_profile),
+         "--limit", "2", "--metrics", "faithfulness,answer_similarity", "--max-tokens", "8", "--quiet",
+         "--no-cache", "--no-report", "--output", str(tmp_path / "run"), "--threads", "1"],
+        capture_output=True, text=True, cwd=tmp_path, env={**__import__("os").environ, "PYTHONPATH": str(repo)})
+    assert done.returncode == 0, done.stderr
+    text = done.stdout + done.stderr
+    assert "\r" not in text and "%|" not in text and "Loading" not in text, text
+    assert "warn" not in text.lower(), text
+    assert "results: " in done.stderr and "faithfulness" in done.stdout

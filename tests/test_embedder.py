@@ -66,10 +66,12 @@ def test_unit_vectors_independent_of_batch_size(tiny_model):
     assert embedder.embed([]) == []
 
 
-def test_identity_names_folder_and_weights(tiny_model, tmp_path):
+def test_identity_is_content_and_settings(tiny_model, tmp_path):
+    from offline_eval.runtime.identity import content_fingerprint
+
     a = SentenceTransformerEmbedder(tiny_model)
     b = SentenceTransformerEmbedder(tiny_model, max_seq_length=16)
-    assert a.identity.startswith(f"sentence-transformers:{tiny_model}@")
+    assert a.identity.startswith(f"sentence-transformers:{content_fingerprint(tiny_model)}[")
     assert a.identity != b.identity  # truncation changes vectors, so it changes identity
     assert b.model.max_seq_length == 16
     with pytest.raises(FileNotFoundError, match="does not exist"):

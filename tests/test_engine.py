@@ -112,18 +112,22 @@ def test_cache_makes_a_rerun_free(tmp_path):
     assert [r["scores"] for r in first.results] == [r["scores"] for r in second.results]
 
 
-def test_tiny_model_end_to_end_identical_at_batch_1_and_16(tiny_profile, tmp_path):
+def test_tiny_model_end_to_end_identical_at_batch_1_3_16_and_windows(tiny_profile, tmp_path):
     common = ["run", "--dataset", str(EXAMPLES), "--profile", str(tiny_profile), "--quiet", "--no-report",
               "--no-cache", "--max-tokens", "24", "--metrics",
               "faithfulness,answer_relevancy,context_precision,context_recall,answer_similarity"]
-    assert main(common + ["--batch-size", "1", "--output", str(tmp_path / "b1")]) == 0
-    assert main(common + ["--batch-size", "16", "--output", str(tmp_path / "b16")]) == 0
-    rows1 = [json.loads(l) for l in (tmp_path / "b1" / "results.jsonl").read_text().splitlines()]
-    rows16 = [json.loads(l) for l in (tmp_path / "b16" / "results.jsonl").read_text().splitlines()]
+    settings = {"b1": ["--batch-size", "1"], "b3": ["--batch-size", "3"], "b16": ["--batch-size", "16"],
+                "b16w5": ["--batch-size", "16", "--window", "5"]}
+    rows = {}
+    for name, flags in settings.items():
+        assert main(common + flags + ["--output", str(tmp_path / name)]) == 0
+        rows[name] = [json.loads(l) for l in (tmp_path / name / "results.jsonl").read_text().splitlines()]
+    rows1 = rows["b1"]
     assert len(rows1) == 12
     # Padding a batch changes float summation order in the matmuls (~1e-9), so numbers are compared to
     # 1e-6; every discrete outcome (verdicts, reasons, parsed text) must be exactly the same.
-    assert_same_scores([r["scores"] for r in rows1], [r["scores"] for r in rows16])
+    for name in ("b3", "b16", "b16w5"):
+        assert_same_scores([r["scores"] for r in rows1], [r["scores"] for r in rows[name]], name)
     summary = json.loads((tmp_path / "b1" / "summary.json").read_text())
     assert summary["metrics"]["answer_similarity"]["n_scored"] == 11
     assert summary["metrics"]["context_precision"]["n_scored"] == 11  # the judge's P(Yes) needs no parsing

@@ -74,8 +74,8 @@ def _assert_same_run(folder: Path, reference, run_info: set[str] = frozenset()) 
     assert_same_scores(summary["metrics"], reference.summary["metrics"], "summary")
     assert set(summary["run"]) - {"ray"} - run_info == set(reference.summary["run"])
     assert summary["run"]["fingerprint"] == reference.summary["run"]["fingerprint"]
-    assert json.loads((folder / "run.json").read_text()) == \
-        json.loads((reference.output_dir / "run.json").read_text())
+    run, ref_run = (json.loads((f / "run.json").read_text()) for f in (folder, reference.output_dir))
+    assert (run["fingerprint"], run["models"]) == (ref_run["fingerprint"], ref_run["models"])
 
 
 def _run(tiny_profile, dataset, out, **kwargs):
@@ -140,7 +140,7 @@ def test_cli_engine_ray(ray_cluster, tiny_profile, dataset, reference, tmp_path)
             "--engine", "ray", "--replicas", "2"]
     assert main(args) == 0
     _assert_same_run(tmp_path / "run", reference,
-                     {"dataset", "profile", "starter", "device", "batch_size", "per_row"})
+                     {"dataset", "profile", "starter", "device", "batch_size", "per_row", "models_verified"})
 
 
 def test_merge_caches(tmp_path):
@@ -170,3 +170,40 @@ def test_a_plain_run_never_imports_ray(tiny_profile, tmp_path):
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     subprocess.run([sys.executable, "-c", code], check=True, env=env, cwd=tmp_path)
     assert (tmp_path / "out" / "summary.json").exists()
+
+
+def test_a_ray_without_token_auth_is_refused_and_a_private_cluster_requires_the_token(tmp_path):
+    """Ray's servers listen on every interface (issue #15, item 6): the private cluster is only private
+    because every RPC needs its token, so a Ray without token auth is refused and a driver with a wrong
+    token cannot join."""
+    pytest.importorskip("ray")
+    from offline_eval.engine.ray_engine import secure_private_cluster
+    from offline_eval.runtime.base import BackendUnavailable
+
+    with pytest.raises(BackendUnavailable, match=r"Ray 2.40.0 has no token authentication.*>= 2.52"):
+        secure_private_cluster("2.40.0", None)
+    with pytest.raises(BackendUnavailable, match="RAY_AUTH_MODE=disabled"):
+        os.environ["RAY_AUTH_MODE"] = "disabled"
+        try:
+            secure_private_cluster("2.60.0", None)
+        finally:
+            del os.environ["RAY_AUTH_MODE"]
+    code = (
+        "import os, subprocess, sys\n"
+        "from importlib.metadata import version\n"
+        "from offline_eval.engine.ray_engine import _connect, secure_private_cluster\n"
+        "secure_private_cluster(version('ray'), None)\n"
+        "_connect(None, 1, None)\n"
+        "import ray\n"
+        "gcs = ray.get_runtime_context().gcs_address\n"
+        "join = f'import ray; ray.init(address={gcs!r}, log_to_driver=False); print(\"JOINED\")'\n"
+        "env = {**os.environ, 'RAY_AUTH_MODE': 'token', 'RAY_AUTH_TOKEN': 'not-the-token'}\n"
+        "r = subprocess.run([sys.executable, '-c', join], capture_output=True, text=True, timeout=120, env=env)\n"
+        "ray.shutdown()\n"
+        "assert r.returncode != 0 and 'JOINED' not in r.stdout, r.stdout\n"
+        "print('REFUSED')\n"
+    )
+    env = {k: v for k, v in os.environ.items() if k not in ("RAY_AUTH_MODE", "RAY_AUTH_TOKEN", "RAY_ADDRESS")}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=240,
+                         env={**env, "PYTHONPATH": str(REPO)}, cwd=tmp_path)
+    assert "REFUSED" in out.stdout, out.stderr[-2000:]

@@ -312,6 +312,12 @@ def test_report_renders_in_headless_chromium(tmp_path):
     assert visible_bodies(dom) == ["s-5"]
     assert '<tr class="srow" aria-expanded="true">' in dom
 
+    # A crafted sort key is looked up, never made into a selector: no error, the rest still applies.
+    dom, console = chromium(url + "?sort=%22]x&open=all", tmp_path, "--dump-dom")
+    assert console == "", console
+    assert 'data-ready="1"' in re.search(r"<body[^>]*>", dom).group(0)
+    assert dom.count('aria-expanded="true"') == 12
+
 
 @pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed (apt-get install -y chromium)")
 def test_js_error_detector_catches_errors(tmp_path):
@@ -324,3 +330,11 @@ def test_js_error_detector_catches_errors(tmp_path):
     assert 'data-js-error="1"' in re.search(r"<body[^>]*>", dom).group(0)
     assert "<p>Script error: Uncaught ReferenceError" in dom
     assert "Uncaught ReferenceError" in console
+
+
+def test_report_script_never_builds_a_selector_from_text():
+    """URL parameters reach the page script; a selector concatenated from them can throw (issue #15)."""
+    from offline_eval.report import assets
+
+    script = "\n".join(v for v in vars(assets).values() if isinstance(v, str))
+    assert not re.search(r"querySelector(All)?\([^)]*\+", script)

@@ -112,7 +112,7 @@ def build_setup(metric: str | Metric, *, profile: str | None = None, models_dir:
                 embedder: str | None = None, device: str | None = None, batch_size: int | None = None,
                 judge_batch_size: int | None = None, verdicts: str | None = None,
                 max_tokens: int | None = None, language: str | None = None,
-                models: ModelSet | None = None) -> Setup:
+                models: ModelSet | None = None, verify: bool = True) -> Setup:
     """The profile/model/settings wiring of ``offline-eval run``, for a single metric.
 
     ``models``: reuse an already built ModelSet (so a benchmark loads each judge once). Raises
@@ -130,7 +130,7 @@ def build_setup(metric: str | Metric, *, profile: str | None = None, models_dir:
         if problems:
             raise RuntimeError("; ".join(problems))
         models = model_set_from_profile(prof, device=device, batch_size=batch_size,
-                                        judge_batch_size=judge_batch_size, roles=roles)
+                                        judge_batch_size=judge_batch_size, roles=roles, verify=verify)
     settings = EvalSettings(verifier="hhem" if uses_hhem else "judge")
     if verdicts:
         settings.verdicts = verdicts
@@ -146,16 +146,19 @@ def build_setup(metric: str | Metric, *, profile: str | None = None, models_dir:
 
 
 def score_samples(samples: Sequence[Sample], setup: Setup, output_dir: str | Path, *,
-                  cache: ResultCache | None = None, progress: Any = None) -> dict[str, dict[str, Any]]:
+                  cache: ResultCache | None = None, progress: Any = None,
+                  overwrite: bool = False) -> dict[str, dict[str, Any]]:
     """Score ``samples`` with ``offline_eval.engine.runner.evaluate``; ``{sample id: score dict}``.
 
-    The run folder is resumable like any ``offline-eval run`` folder.
+    The run folder is resumable like any ``offline-eval run`` folder (and, like one, refuses another
+    run's results unless ``overwrite``).
     """
     from offline_eval.engine.runner import evaluate
 
     result = evaluate(list(samples), [setup.metric], setup.models, setup.settings, output_dir,
-                      cache=cache, progress=progress, run_info={"agreement": True, **setup.info})
-    return {row["id"]: row["scores"][setup.metric.name] for row in result.results}
+                      cache=cache, progress=progress, run_info={"agreement": True, **setup.info},
+                      overwrite=overwrite)
+    return {row["id"]: row["scores"][setup.metric.name] for row in result.rows()}
 
 
 # --- agreement report -----------------------------------------------------------------------------
@@ -287,15 +290,19 @@ def _score_labelled(args: Any, command: str) -> tuple[Setup, list[tuple[Sample, 
                         verifier=args.verifier, hhem=args.hhem, hhem_tokenizer=args.hhem_tokenizer,
                         embedder=args.embedder, device=args.device, batch_size=args.batch_size,
                         judge_batch_size=args.judge_batch_size, verdicts=args.verdicts,
-                        max_tokens=args.max_tokens, language=args.language)
+                        max_tokens=args.max_tokens, language=args.language,
+                        verify=not getattr(args, "no_verify", False))
     if setup.profile.starter:
         print(f"offline-eval: starter profile: its judge is too small to judge; these {command} numbers "
               "only show that the pipeline runs", file=sys.stderr)
-    output = args.output or Path("runs") / f"{command}-{Path(args.dataset).stem}-{setup.metric.name}"
+    from offline_eval.engine.run_folder import default_run_folder
+
+    output = args.output or default_run_folder(args.dataset, f"{command}-", f"-{setup.metric.name}")
     cache = open_cache(args)
     try:
         scores = score_samples([s for s, _ in labelled], setup, output, cache=cache,
-                               progress=None if args.quiet else _Progress())
+                               progress=None if args.quiet else _Progress(),
+                               overwrite=getattr(args, "overwrite", False))
     finally:
         cache.close()
     return setup, labelled, excluded, scores, Path(output)

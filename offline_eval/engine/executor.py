@@ -82,6 +82,10 @@ class Engine:
         self.stats = EngineStats()
         self._memo: dict[str, Any] = {}  # this process's answers, by cache key
 
+    def forget(self) -> None:
+        """Drop this process's answers (the cache keeps them): called between windows of a run."""
+        self._memo.clear()
+
     # -- task driving -----------------------------------------------------------------------
     def run(self, tasks: Iterable[Task], on_done: Callable[[Task], None] | None = None) -> list[Task]:
         """Drive all tasks to completion; ``on_done`` is called as each task finishes."""

@@ -2,34 +2,8 @@
 
 from __future__ import annotations
 
-import hashlib
 import threading
-from pathlib import Path
 from typing import Any, Callable
-
-
-CALIBRATION_FILE = "offline-eval-calibration.json"  # offline_eval.calibration.CALIBRATION_FILE
-
-
-def folder_fingerprint(path: str | Path) -> str:
-    """A cheap identity for a model folder: names, sizes and the content of small files.
-
-    Weights are identified by name and size (hashing gigabytes at every start would cost minutes);
-    config, tokenizer and manifest files are hashed whole, so a revision change is seen.
-    """
-    root = Path(path)
-    digest = hashlib.sha256(str(root.resolve()).encode())
-    if root.is_file():
-        digest.update(f"{root.name}:{root.stat().st_size}".encode())
-        return digest.hexdigest()[:16]
-    for file in sorted(p for p in root.rglob("*") if p.is_file()):
-        if file.name == CALIBRATION_FILE:  # kept beside the weights; it describes the model, it is not the model
-            continue
-        stat = file.stat()
-        digest.update(f"{file.relative_to(root)}:{stat.st_size}".encode())
-        if stat.st_size <= 4 * 1024 * 1024 and file.suffix in {".json", ".toml", ".txt", ".model", ".jinja"}:
-            digest.update(file.read_bytes())
-    return digest.hexdigest()[:16]
 
 
 class ModelSet:

@@ -32,7 +32,7 @@ import math
 import os
 import queue
 import socket
-import sqlite3
+import sys
 import tempfile
 import threading
 import time
@@ -44,11 +44,13 @@ from typing import Any, Callable, Iterable
 
 from offline_eval.calibration import Calibration
 from offline_eval.data.schema import Sample
+from offline_eval.runtime.base import BackendUnavailable
 from offline_eval.engine.cache import ResultCache
 from offline_eval.engine.executor import ProgressFactory
 from offline_eval.engine.models import ModelSet
+from offline_eval.engine.run_folder import RunFolder, RunOutput
 from offline_eval.engine.runner import (
-    RESULTS, RunOutput, applicable_calibrations, close_run, evaluate, open_run, run_fingerprint,
+    DEFAULT_WINDOW, applicable_calibrations, evaluate, finish_run, run_fingerprint,
 )
 from offline_eval.metrics import AGGREGATE
 from offline_eval.metrics.base import Metric
@@ -90,6 +92,7 @@ class ModelSpec:
     judge_batch_size: int | None = None
     roles: tuple[str, ...] | None = None
     tensor_parallel_size: int = 1
+    verify: bool = True  # check model files against their manifests (each node checks its own)
 
     @classmethod
     def create(cls, profile: str, models_dir: str | os.PathLike[str] | None = None, *,
@@ -120,7 +123,8 @@ class ModelSpec:
 
         return model_set_from_profile(self.load_profile(), device=device or self.device,
                                       batch_size=self.batch_size, judge_batch_size=self.judge_batch_size,
-                                      roles=set(self.roles) if self.roles is not None else None)
+                                      roles=set(self.roles) if self.roles is not None else None,
+                                      verify=self.verify)
 
 
 def replica_device(device: str | None, gpus: float) -> str | None:
@@ -233,29 +237,19 @@ class ShardWorker:
 def merge_caches(target: str | Path | ResultCache, sources: Iterable[str | Path]) -> int:
     """Merge SQLite result caches (e.g. per-node caches copied to the driver) into ``target``;
     entries already there are kept. Returns the number of entries added."""
-    path = target.path if isinstance(target, ResultCache) else Path(target).expanduser()
-    if path is None:
+    cache = target if isinstance(target, ResultCache) else ResultCache(Path(target).expanduser())
+    if cache.path is None:
         raise ValueError("cannot merge into an in-memory cache")
-    if not isinstance(target, ResultCache):
-        ResultCache(path).close()  # creates the table
-    db = sqlite3.connect(str(path), timeout=60, isolation_level=None)
     try:
-        before = db.execute("SELECT COUNT(*) FROM results").fetchone()[0]
+        added = 0
         for source in sources:
             source = Path(source).expanduser()
-            if source.resolve() == Path(path).resolve():
-                continue
-            db.execute("ATTACH DATABASE ? AS src", (str(source),))
-            try:
-                db.execute("BEGIN IMMEDIATE")
-                db.execute("INSERT OR IGNORE INTO results (key, kind, value) "
-                           "SELECT key, kind, value FROM src.results")
-                db.execute("COMMIT")
-            finally:
-                db.execute("DETACH DATABASE src")
-        return db.execute("SELECT COUNT(*) FROM results").fetchone()[0] - before
+            if source.resolve() != cache.path.resolve():
+                added += cache.merge_from(source)
+        return added
     finally:
-        db.close()
+        if cache is not target:
+            cache.close()
 
 
 @dataclass
@@ -293,10 +287,44 @@ class _Scheduler:
             self.cond.notify_all()
 
 
+AUTH_ENV = "RAY_AUTH_MODE"
+TOKEN_AUTH_SINCE = (2, 52)  # the first Ray with token authentication (docs.ray.io: ray-security/token-auth)
+TOKEN_AUTH_DEFAULT_SINCE = (2, 59)  # token authentication on by default for local clusters
+
+
+def _version_tuple(version: str) -> tuple[int, int]:
+    parts = []
+    for piece in (version.split(".") + ["0"])[:2]:
+        digits = "".join(ch for ch in piece if ch.isdigit())
+        parts.append(int(digits) if digits else 0)
+    return parts[0], parts[1]
+
+
+def secure_private_cluster(version: str, address: str | None) -> None:
+    """Refuse a Ray too old to authenticate its cluster traffic; make sure the private cluster uses it.
+
+    Ray's gcs_server and raylets listen on every interface whatever the node address (seen with Ray
+    2.60), so a private cluster is only private because every RPC needs its token. Ray reads
+    ``RAY_AUTH_MODE`` when it is imported, so this runs before ``import ray``.
+    """
+    if _version_tuple(version) < TOKEN_AUTH_SINCE:
+        raise BackendUnavailable(
+            f"Ray {version} has no token authentication (anything reaching its ports could run code); "
+            f"--engine ray needs Ray >= {'.'.join(map(str, TOKEN_AUTH_SINCE))}: pip install 'offline-eval[ray]'")
+    private = (address or os.environ.get("RAY_ADDRESS") or "local") == "local"
+    mode = os.environ.get(AUTH_ENV, "").lower()
+    if private and mode == "disabled":
+        raise BackendUnavailable(f"{AUTH_ENV}=disabled: offline-eval's private Ray cluster listens on every "
+                                 "interface and must require Ray's token; unset it")
+    if private and not mode and _version_tuple(version) < TOKEN_AUTH_DEFAULT_SINCE and "ray" not in sys.modules:
+        os.environ[AUTH_ENV] = "token"
+
+
 def _connect(address: str | None, num_cpus: int, init_kwargs: dict[str, Any] | None) -> bool:
     """ray.init unless already connected. ``None``: $RAY_ADDRESS if set, else a private local cluster
-    on 127.0.0.1 (no dashboard, small object store); ``"local"``: always a private one; ``"auto"`` or
-    ``HOST:PORT``: an existing cluster. Returns whether we connected (and so must shut down)."""
+    on 127.0.0.1 (no dashboard, small object store, token authentication: see
+    :func:`secure_private_cluster`); ``"local"``: always a private one; ``"auto"`` or ``HOST:PORT``: an
+    existing cluster. Returns whether we connected (and so must shut down)."""
     import ray
 
     if ray.is_initialized():
@@ -347,7 +375,7 @@ def run_with_ray(samples: list[Sample], metrics: list[Metric], settings: EvalSet
                  node_cache: str | None = None, max_attempts: int = 3,
                  ray_init_kwargs: dict[str, Any] | None = None,
                  crash: tuple[int, int] | None = None,
-                 calibrations: list[Calibration] | None = None) -> RunOutput:
+                 calibrations: list[Calibration] | None = None, overwrite: bool = False) -> RunOutput:
     """``runner.evaluate`` on a Ray cluster: same output files, same rows, same resume.
 
     ``cache`` is the driver's cache (its path is shared with same-node actors, and per-node work is
@@ -355,8 +383,12 @@ def run_with_ray(samples: list[Sample], metrics: list[Metric], settings: EvalSet
     process batches them). ``crash=(replica, batches)``: test-only fault injection (or
     $OFFLINE_EVAL_RAY_CRASH_AFTER="REPLICA:BATCHES").
     """
-    import ray
-    from ray.exceptions import ObjectLostError, RayActorError
+    from importlib.metadata import PackageNotFoundError, version as installed
+
+    try:
+        secure_private_cluster(installed("ray"), address)
+    except PackageNotFoundError:
+        raise BackendUnavailable("--engine ray needs Ray: pip install 'offline-eval[ray]'") from None
 
     if cache_mode not in ("auto", "shared", "per-node"):
         raise ValueError(f"cache_mode must be auto, shared or per-node, not {cache_mode!r}")
@@ -364,8 +396,30 @@ def run_with_ray(samples: list[Sample], metrics: list[Metric], settings: EvalSet
     gpus = float(gpus_per_replica or 0)
     if gpus > 1 and models.tensor_parallel_size == 1:
         models = ModelSpec(**{**models.__dict__, "tensor_parallel_size": int(gpus)})
-    out = Path(output_dir)
-    out.mkdir(parents=True, exist_ok=True)
+    folder = RunFolder(output_dir)
+    folder.lock()  # before anything starts: a second run into this folder stops here
+    try:
+        return _run_with_ray(folder, samples, metrics, settings, models, cache=cache, aggregate=aggregate,
+                             per_row=per_row, progress=progress, run_info=run_info, on_sample=on_sample,
+                             replicas=replicas, gpus=gpus, cpus_per_replica=cpus_per_replica, address=address,
+                             shard_size=shard_size, cache_mode=cache_mode, node_cache=node_cache,
+                             max_attempts=max_attempts, ray_init_kwargs=ray_init_kwargs, crash=crash,
+                             calibrations=calibrations, overwrite=overwrite)
+    finally:
+        folder.release()
+
+
+def _run_with_ray(folder: RunFolder, samples: list[Sample], metrics: list[Metric], settings: EvalSettings,
+                  models: ModelSpec, *, cache: ResultCache | None, aggregate: bool, per_row: bool,
+                  progress: ProgressFactory | None, run_info: dict[str, Any] | None,
+                  on_sample: Callable[[dict[str, Any]], None] | None, replicas: int, gpus: float,
+                  cpus_per_replica: float, address: str | None, shard_size: int | None, cache_mode: str,
+                  node_cache: str | None, max_attempts: int, ray_init_kwargs: dict[str, Any] | None,
+                  crash: tuple[int, int] | None, calibrations: list[Calibration] | None,
+                  overwrite: bool) -> RunOutput:
+    import ray
+    from ray.exceptions import ObjectLostError, RayActorError
+
     started = datetime.now(timezone.utc).isoformat(timespec="seconds")
     started_at = time.perf_counter()
     owns_ray = _connect(address, max(1, math.ceil(replicas * cpus_per_replica)), ray_init_kwargs)
@@ -394,9 +448,9 @@ def run_with_ray(samples: list[Sample], metrics: list[Metric], settings: EvalSet
         identities = {role: identities_all[role] for role in sorted({r for m in metrics for r in m.roles})
                       if role in identities_all}
         fingerprint = run_fingerprint(samples, metrics, settings, identities, aggregate)
-
-        results_path = out / RESULTS
-        done = open_run(out, fingerprint, identities)
+        info = {**(run_info or {}), "started": started, "models": identities,
+                "metrics": [m.name for m in metrics], "settings": settings.fingerprint()}
+        done = folder.open(fingerprint, info, overwrite=overwrite)
 
         todo = [s for s in samples if s.id not in done]
         size = max(1, shard_size or math.ceil(len(todo) / replicas)) if todo else 1
@@ -454,42 +508,43 @@ def run_with_ray(samples: list[Sample], metrics: list[Metric], settings: EvalSet
         for thread in threads:
             thread.start()
 
-        finished: dict[str, dict[str, Any]] = dict(done)
+        finished: set[str] = set(done)
         stats: dict[str, Any] = {}
         retries: list[dict[str, Any]] = []
         merged = 0
         bar = progress("samples (ray)", len(todo)) if progress and todo else None
-        with open(results_path, "a", encoding="utf-8") as sink:
-            running = len(threads)
-            while running:
-                chunk = events.get()
-                if chunk is None:
-                    running -= 1
-                    continue
-                for event in chunk:
-                    if event[0] == "row":
-                        row = event[1]
-                        if str(row["id"]) in finished:
-                            continue
-                        sink.write(json.dumps(row, ensure_ascii=False) + "\n")
-                        finished[str(row["id"])] = row
-                        if on_sample:
-                            on_sample(row)
-                        if bar:
-                            bar.update(1)
-                    elif event[0] == "cache":
-                        if cache is not None:
-                            cache.put_many(event[1], event[2])
-                            merged += len(event[2])
-                    elif event[0] == "stats":
-                        _merge_stats(stats, event[1])
-                    elif event[0] == "retry":
-                        _, replica, index, left, why = event
-                        log.warning("replica %d died (%s) during shard %d: %d samples retried", replica, why,
-                                    index, left)
-                        retries.append({"replica": replica, "shard": index, "samples_left": left, "error": why})
-                sink.flush()
-            os.fsync(sink.fileno())
+        running = len(threads)
+        while running:
+            chunk = events.get()
+            if chunk is None:
+                running -= 1
+                continue
+            rows = []
+            for event in chunk:
+                if event[0] == "row":
+                    row = event[1]
+                    if str(row["id"]) in finished:
+                        continue
+                    rows.append(row)
+                    finished.add(str(row["id"]))
+                elif event[0] == "cache":
+                    if cache is not None:
+                        cache.put_many(event[1], event[2])
+                        merged += len(event[2])
+                elif event[0] == "stats":
+                    _merge_stats(stats, event[1])
+                elif event[0] == "retry":
+                    _, replica, index, left, why = event
+                    log.warning("replica %d died (%s) during shard %d: %d samples retried", replica, why,
+                                index, left)
+                    retries.append({"replica": replica, "shard": index, "samples_left": left, "error": why})
+            if rows:
+                folder.append(rows)  # durable before it is reported
+                for row in rows:
+                    if on_sample:
+                        on_sample(row)
+                    if bar:
+                        bar.update(1)
         if bar:
             bar.close()
         for thread in threads:
@@ -504,9 +559,10 @@ def run_with_ray(samples: list[Sample], metrics: list[Metric], settings: EvalSet
     if not stats:
         stats = {k: {} for k in ("backend_calls", "requests", "unique_requests", "cache_hits", "computed")}
         stats["stages"] = 0
-    return close_run(out, samples, finished, names, {
-        **(run_info or {}), "started": started, "models": identities, "fingerprint": fingerprint,
-        "resumed_samples": len(done), "settings": settings.fingerprint(), "engine": stats,
+    return finish_run(folder, samples, names, {
+        **info, "fingerprint": fingerprint, "resumed_samples": len(done), "engine": stats,
+        "window": DEFAULT_WINDOW,  # each actor scores its shard in windows of this many rows
+        "cache_repaired": getattr(cache, "repaired", 0),
         "ray": {"replicas": slots, "gpus_per_replica": gpus, "cpus_per_replica": cpus_per_replica,
                 "shards": len(shards), "shard_size": size, "nodes": sorted(nodes),
                 "actors_started": sum(generations.values()), "retries": retries,

@@ -10,10 +10,17 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields, is_dataclass
+from functools import cached_property
 from typing import Any, ClassVar
 
 Messages = tuple[tuple[str, str], ...]  # ((role, content), ...), chat order
+
+
+def _nested(value: Any) -> Any:
+    if is_dataclass(value) and not isinstance(value, type):
+        return asdict(value)
+    raise TypeError(f"{type(value).__name__} is not JSON serializable")
 
 
 def messages(*pairs: tuple[str, str]) -> Messages:
@@ -36,9 +43,12 @@ class Request:
     role: ClassVar[str]  # which model serves it: "judge", "verifier" or "embedder"
     kind: ClassVar[str]  # request type, one backend method per kind
 
-    @property
+    @cached_property
     def key(self) -> str:
-        payload = json.dumps([self.kind, asdict(self)], sort_keys=True, ensure_ascii=False)
+        """Computed once per request (the engine looks it up at every step). The JSON is what
+        ``asdict(self)`` gives, built without its deep copies."""
+        payload = json.dumps([self.kind, {f.name: getattr(self, f.name) for f in fields(self)}],
+                             sort_keys=True, ensure_ascii=False, default=_nested)
         return hashlib.sha256(payload.encode("utf-8")).hexdigest()
 
     @property
@@ -116,13 +126,18 @@ REQUEST_KINDS: dict[str, type[Request]] = {
 }
 
 
+_SCALARS = frozenset({str, int, float, bool, type(None)})
+
+
 def to_jsonable(result: Any) -> Any:
     """Results as stored in the cache: tuples become lists, numpy arrays lists of floats."""
+    if type(result) in _SCALARS:
+        return result
     if hasattr(result, "tolist"):
         return result.tolist()
-    if isinstance(result, tuple):
-        return [to_jsonable(x) for x in result]
-    if isinstance(result, list):
+    if isinstance(result, (tuple, list)):
+        if all(type(x) in _SCALARS for x in result):  # a vector or a list of texts: nothing to convert
+            return list(result)
         return [to_jsonable(x) for x in result]
     if isinstance(result, dict):
         return {k: to_jsonable(v) for k, v in result.items()}

@@ -1,11 +1,11 @@
-"""One evaluation run: samples × metrics through the engine, written as they finish, resumable.
+"""One evaluation run: samples × metrics through the engine, window by window, resumable.
 
-Output folder:
-  results.jsonl  one line per finished sample (appended as samples finish, sorted by row at the end)
-  summary.json   run information and per-metric statistics
-  run.json       the run's fingerprint: a rerun with the same fingerprint resumes
-The model-work cache (SQLite) makes every finished request free on a rerun, so a run killed at any
-point loses nothing but the batch in flight.
+The dataset is taken in windows of rows (``window``): every stage is batched across a window, and a
+window's finished samples are appended to ``results.jsonl`` (and fsynced) before the next starts, so
+memory stays flat as the dataset grows and a killed run keeps every finished window. The model-work
+cache (SQLite) makes every finished request free on a rerun, so a kill loses at most the batch in
+flight. The folder itself (lock, resume, refusing another run's files) is
+:class:`~offline_eval.engine.run_folder.RunFolder`.
 """
 
 from __future__ import annotations
@@ -13,18 +13,16 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-import os
-import time
-from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Callable
 
-from offline_eval.calibration import Calibration, calibrate_rows, find_calibration
+from offline_eval.calibration import Calibration, annotate_row, calibration_summary, find_calibration
 from offline_eval.data.schema import Sample
 from offline_eval.engine.cache import ResultCache
 from offline_eval.engine.executor import Engine, ProgressFactory, Task
 from offline_eval.engine.models import ModelSet
+from offline_eval.engine.run_folder import FINGERPRINT, RESULTS, SUMMARY, RunFolder, RunOutput
 from offline_eval.metrics import AGGREGATE
 from offline_eval.metrics.base import Metric, Score
 from offline_eval.metrics.settings import EvalSettings
@@ -32,16 +30,11 @@ from offline_eval.stats import summarize
 
 log = logging.getLogger(__name__)
 
-RESULTS, SUMMARY, FINGERPRINT = "results.jsonl", "summary.json", "run.json"
+__all__ = ["FINGERPRINT", "RESULTS", "SUMMARY", "DEFAULT_WINDOW", "RunOutput", "evaluate", "run_fingerprint",
+           "finish_run", "aggregate_score"]
 
-
-@dataclass
-class RunOutput:
-    output_dir: Path
-    results: list[dict[str, Any]]
-    summary: dict[str, Any]
-    stats: dict[str, Any] = field(default_factory=dict)
-    resumed: int = 0
+# Rows per window. Measured with benchmarks/engine_scale.py and benchmarks/throughput.py (README).
+DEFAULT_WINDOW = 1024
 
 
 def aggregate_score(scores: dict[str, Score], weights: dict[str, float]) -> Score:
@@ -60,9 +53,12 @@ def aggregate_score(scores: dict[str, Score], weights: dict[str, float]) -> Scor
 
 def run_fingerprint(samples: list[Sample], metrics: list[Metric], settings: EvalSettings,
                     identities: dict[str, str], aggregate: bool) -> str:
+    digest = hashlib.sha256()  # sample by sample: no dataset-sized string in memory
+    for sample in samples:
+        digest.update(json.dumps(sample.to_dict(), sort_keys=True, ensure_ascii=False, default=str).encode())
+        digest.update(b"\n")
     payload = {
-        "samples": hashlib.sha256(json.dumps([s.to_dict() for s in samples], sort_keys=True,
-                                             ensure_ascii=False, default=str).encode()).hexdigest(),
+        "samples": digest.hexdigest(),
         "metrics": [[m.name, m.config()] for m in metrics],
         "aggregate": aggregate,
         "settings": settings.fingerprint(),
@@ -81,58 +77,70 @@ def evaluate(samples: list[Sample], metrics: list[Metric], models: ModelSet, set
              per_row: bool = False, progress: ProgressFactory | None = None,
              run_info: dict[str, Any] | None = None,
              on_sample: Callable[[dict[str, Any]], None] | None = None,
-             calibrations: list[Calibration] | None = None) -> RunOutput:
-    out = Path(output_dir)
-    out.mkdir(parents=True, exist_ok=True)
+             calibrations: list[Calibration] | None = None, window: int = DEFAULT_WINDOW,
+             overwrite: bool = False, on_close: Callable[[RunOutput], None] | None = None) -> RunOutput:
+    """Score ``samples`` with ``metrics`` into ``output_dir``, resuming an earlier try of the same run.
+
+    ``on_sample(row)`` is called as each sample finishes (its row reaches results.jsonl with the rest of
+    its window); ``on_close(output)`` while the folder is still locked (the CLI writes its report there). ``overwrite``: see :meth:`RunFolder.open`.
+    """
     started = datetime.now(timezone.utc).isoformat(timespec="seconds")
     identities = {role: models.identity(role) for role in sorted({r for m in metrics for r in m.roles})
                   if models.has(role)}
     fingerprint = run_fingerprint(samples, metrics, settings, identities, aggregate)
-
-    results_path = out / RESULTS
-    done = open_run(out, fingerprint, identities)
-
-    todo = [s for s in samples if s.id not in done]
-    engine = Engine(models, cache, progress=progress)
-    finished: dict[str, dict[str, Any]] = dict(done)
     names = [m.name for m in metrics]
+    info = {**(run_info or {}), "started": started, "models": identities, "metrics": names,
+            "settings": settings.fingerprint()}
+    window = max(1, int(window))
 
-    with open(results_path, "a", encoding="utf-8") as sink:
-        pending_scores: dict[int, dict[str, Score]] = {}
+    with RunFolder(output_dir) as folder:
+        done = folder.open(fingerprint, info, overwrite=overwrite)
+        todo = [s for s in samples if s.id not in done]
+        engine = Engine(models, cache, progress=progress)
+        for start in range(0, len(todo), window):
+            rows = _score_window(engine, todo[start:start + window], metrics, settings, aggregate, per_row,
+                                 on_sample)
+            folder.append(rows)
+            engine.forget()  # answers of this window stay in the cache, not in memory
+        output = finish_run(folder, samples, names + ([AGGREGATE] if aggregate else []), {
+            **info, "fingerprint": fingerprint, "resumed_samples": len(done), "window": window,
+            "engine": engine.stats.to_dict(), "cache_repaired": getattr(cache, "repaired", 0)},
+            engine.stats.to_dict(), len(done), applicable_calibrations(metrics, identities, settings, calibrations))
+        if on_close:
+            on_close(output)
+    return output
 
-        def finish(task: Task) -> None:
-            index, name = task.key
-            result = task.result
-            if not isinstance(result, Score):
-                result = Score.unscored("error:no_score", f"metric {name} returned {type(result).__name__}")
-            pending_scores.setdefault(index, {})[name] = result
-            if len(pending_scores[index]) == len(names):
-                done_scores = pending_scores.pop(index)
-                scores = {n: done_scores[n] for n in names}
-                if aggregate:
-                    scores[AGGREGATE] = aggregate_score(scores, settings.aggregate_weights)
-                row = _result_row(todo[index], scores)
-                sink.write(json.dumps(row, ensure_ascii=False) + "\n")
-                sink.flush()
-                finished[todo[index].id] = row
-                if on_sample:
-                    on_sample(row)
 
-        def tasks_for(indices) -> list[Task]:
-            return [Task(key=(i, m.name), generator=_start(m, todo[i], settings))
-                    for i in indices for m in metrics]
+def _score_window(engine: Engine, window: list[Sample], metrics: list[Metric], settings: EvalSettings,
+                  aggregate: bool, per_row: bool,
+                  on_sample: Callable[[dict[str, Any]], None] | None = None) -> list[dict[str, Any]]:
+    """Every metric of every sample of ``window``, each stage batched across the window; rows in order."""
+    scores: dict[int, dict[str, Score]] = {}
+    rows: dict[int, dict[str, Any]] = {}
 
-        if per_row:
-            for i in range(len(todo)):
-                engine.run(tasks_for([i]), on_done=finish)
-        else:
-            engine.run(tasks_for(range(len(todo))), on_done=finish)
-        os.fsync(sink.fileno())
+    def finish(task: Task) -> None:
+        index, name = task.key
+        result = task.result
+        if not isinstance(result, Score):
+            result = Score.unscored("error:no_score", f"metric {name} returned {type(result).__name__}")
+        scores.setdefault(index, {})[name] = result
+        if len(scores[index]) == len(metrics):
+            ordered = {m.name: scores[index][m.name] for m in metrics}
+            if aggregate:
+                ordered[AGGREGATE] = aggregate_score(ordered, settings.aggregate_weights)
+            rows[index] = _result_row(window[index], ordered)
+            if on_sample:
+                on_sample(rows[index])
 
-    return close_run(out, samples, finished, names + ([AGGREGATE] if aggregate else []), {
-        **(run_info or {}), "started": started, "models": identities, "fingerprint": fingerprint,
-        "resumed_samples": len(done), "settings": settings.fingerprint(), "engine": engine.stats.to_dict()},
-        engine.stats.to_dict(), len(done), applicable_calibrations(metrics, identities, settings, calibrations))
+    def tasks_for(indices) -> list[Task]:
+        return [Task(key=(i, m.name), generator=_start(m, window[i], settings)) for i in indices for m in metrics]
+
+    if per_row:
+        for i in range(len(window)):
+            engine.run(tasks_for([i]), on_done=finish)
+    else:
+        engine.run(tasks_for(range(len(window))), on_done=finish)
+    return [rows[i] for i in range(len(window))]
 
 
 def applicable_calibrations(metrics: list[Metric], identities: dict[str, str], settings: EvalSettings,
@@ -143,39 +151,24 @@ def applicable_calibrations(metrics: list[Metric], identities: dict[str, str], s
             for m in metrics if m.roles}
 
 
-def open_run(out: Path, fingerprint: str, identities: dict[str, str]) -> dict[str, dict[str, Any]]:
-    """Start or resume a run folder: the rows an earlier run of this fingerprint finished.
+def finish_run(folder: RunFolder, samples: list[Sample], names: list[str], run_info: dict[str, Any],
+               stats: dict[str, Any], resumed: int,
+               calibrations: dict[str, Calibration | None] | None = None) -> RunOutput:
+    """Put results.jsonl in dataset order and write summary.json (streaming; see :meth:`RunFolder.finish`).
 
-    Results of a run with another fingerprint are set aside (renamed), never mixed in.
-    """
-    done = _load_finished(out, fingerprint)
-    results_path = out / RESULTS
-    if not done and results_path.exists():
-        results_path.replace(out / f"results.{int(time.time())}.previous.jsonl")
-    (out / FINGERPRINT).write_text(json.dumps({"fingerprint": fingerprint, "models": identities}, indent=2))
-    return done
+    ``calibrations``: metric -> the calibration that applies to it (None: none for these models); its
+    annotations are added to the rows and the summary."""
+    chosen = calibrations or {}
 
+    def summary_of(values: dict[str, list], reasons: dict[str, list]) -> dict[str, Any]:
+        summary = {"metrics": {n: summarize(values[n], reasons[n]).to_dict() for n in names}}
+        calibration_summary(summary, chosen, values)
+        return summary
 
-def close_run(out: Path, samples: list[Sample], finished: dict[str, dict[str, Any]], names: list[str],
-              run_info: dict[str, Any], stats: dict[str, Any], resumed: int,
-              calibrations: dict[str, Calibration | None] | None = None) -> RunOutput:
-    """Rewrite results.jsonl in dataset order and write summary.json.
-
-    ``calibrations``: metric -> the calibration that applies to it (None: none for these models);
-    its annotations are added to the rows and the summary."""
-    order = {s.id: s.row for s in samples}
-    rows = sorted((finished[s.id] for s in samples if s.id in finished), key=lambda r: order[r["id"]])
-    summary = build_summary(rows, names)
-    if calibrations:
-        calibrate_rows(rows, summary, calibrations)
-    results_path = out / RESULTS
-    tmp = results_path.with_suffix(".jsonl.tmp")
-    tmp.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows), encoding="utf-8")
-    tmp.replace(results_path)
-    summary["run"] = {**run_info, "finished": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-                      "metrics": names, "n_samples": len(rows)}
-    (out / SUMMARY).write_text(json.dumps(summary, indent=2, ensure_ascii=False), encoding="utf-8")
-    return RunOutput(out, rows, summary, stats, resumed)
+    summary, _ = folder.finish({s.id: i for i, s in enumerate(samples)}, names, run_info,
+                               annotate=(lambda row: annotate_row(row, chosen)) if chosen else None,
+                               summarize=summary_of)
+    return RunOutput(folder.path, summary, stats, resumed)
 
 
 def _start(metric: Metric, sample: Sample, settings: EvalSettings):
@@ -183,34 +176,3 @@ def _start(metric: Metric, sample: Sample, settings: EvalSettings):
         return metric.score(sample, settings)
     except Exception as exc:  # a metric that fails before its first step
         return Score.unscored(f"error:{type(exc).__name__}", str(exc))
-
-
-def _load_finished(out: Path, fingerprint: str) -> dict[str, dict[str, Any]]:
-    """Samples already written by an earlier run of the same fingerprint."""
-    try:
-        previous = json.loads((out / FINGERPRINT).read_text())["fingerprint"]
-    except (OSError, ValueError, KeyError):
-        return {}
-    if previous != fingerprint:
-        return {}
-    done: dict[str, dict[str, Any]] = {}
-    try:
-        with open(out / RESULTS, encoding="utf-8") as handle:
-            for line in handle:
-                try:
-                    row = json.loads(line)
-                except ValueError:  # a line cut short by a kill
-                    continue
-                done[str(row["id"])] = row
-    except OSError:
-        return {}
-    return done
-
-
-def build_summary(rows: list[dict[str, Any]], names: list[str]) -> dict[str, Any]:
-    metrics = {}
-    for name in names:
-        scores = [r["scores"].get(name, {}) for r in rows]
-        metrics[name] = summarize([s.get("value") for s in scores],
-                                  [s.get("reason") if s.get("value") is None else None for s in scores]).to_dict()
-    return {"metrics": metrics}

@@ -142,7 +142,8 @@ TABLE_JS = r"""
   }
 
   function applySort(key, dir) {
-    var th = table.querySelector('th[data-key="' + key + '"]');
+    // A plain lookup, never a selector built from the URL (?sort=%22]x must not throw).
+    var th = heads.filter(function (h) { return h.getAttribute('data-key') === key; })[0];
     if (!th) { return; }
     var numeric = th.getAttribute('data-type') === 'num';
     sortKey = key; sortDir = dir;

@@ -41,17 +41,11 @@ def starter_embedder_path() -> Path | None:
 
 
 def model_identity(path: str | Path) -> str:
-    """Cache identity of a model folder: its resolved path plus name, size and mtime of each weight
-    file — cheap to compute without loading anything, and it changes when the weights do."""
-    return "sentence-transformers:" + _model_fingerprint(Path(path))
+    """Cache identity of a model folder, by content (:mod:`offline_eval.runtime.identity`), computed
+    without loading anything."""
+    from offline_eval.runtime.identity import content_fingerprint
 
-
-def _model_fingerprint(path: Path) -> str:
-    parts = [str(path.resolve())]
-    for file in sorted(path.glob("*.safetensors")) + sorted(path.glob("*.bin")):
-        stat = file.stat()
-        parts.append(f"{file.name}:{stat.st_size}:{int(stat.st_mtime)}")
-    return "|".join(parts)
+    return "sentence-transformers:" + content_fingerprint(path)
 
 
 def load_embedder(path: str | Path, device: str = "cpu", batch_size: int = 32) -> TextEncoder:

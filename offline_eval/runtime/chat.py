@@ -27,17 +27,11 @@ from __future__ import annotations
 
 import hashlib
 import math
-import os
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 ChatMessages = Sequence[tuple[str, str]]
-
-#: Files smaller than this are hashed whole by :func:`model_fingerprint`; larger ones (weights) by
-#: their size and three 1 MiB samples (start, middle, end).
-_FULL_HASH_LIMIT = 8 * 1024 * 1024
-_SAMPLE = 1024 * 1024
 
 
 # --------------------------------------------------------------------------------------------------
@@ -266,46 +260,6 @@ def option_probs_from_top_strings(
             found[matches[0]].setdefault(token, lp)
     per_option = {o: logsumexp(v.values()) if v else floor for o, v in found.items()}
     return normalise_logprobs(per_option)
-
-
-# --------------------------------------------------------------------------------------------------
-# identity
-
-
-def _hash_file(h: "hashlib._Hash", path: Path) -> None:
-    size = path.stat().st_size
-    h.update(f"{size}\x00".encode())
-    with path.open("rb") as fh:
-        if size <= _FULL_HASH_LIMIT:
-            h.update(fh.read())
-            return
-        for offset in (0, size // 2, size - _SAMPLE):
-            fh.seek(offset)
-            h.update(fh.read(_SAMPLE))
-
-
-def model_fingerprint(path: str | os.PathLike[str], length: int = 12) -> str:
-    """A short content hash of a model folder (or single file, e.g. a ``.gguf``).
-
-    Config, tokenizer and other small files are hashed whole; weight files above 8 MiB by their size
-    and three 1 MiB samples, so fingerprinting a 30 GB model stays instant while any re-saved,
-    re-quantised or fine-tuned weights change it. Hidden entries (``.cache``, ``.git``) are skipped.
-    """
-    root = Path(path)
-    h = hashlib.sha256()
-    if root.is_file():
-        h.update(root.name.encode())
-        _hash_file(h, root)
-        return h.hexdigest()[:length]
-    files = sorted(
-        p
-        for p in root.rglob("*")
-        if p.is_file() and not any(part.startswith(".") for part in p.relative_to(root).parts)
-    )
-    for file in files:
-        h.update(file.relative_to(root).as_posix().encode() + b"\x00")
-        _hash_file(h, file)
-    return h.hexdigest()[:length]
 
 
 def json_value_closed(text: str) -> bool:

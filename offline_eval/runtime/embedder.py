@@ -13,30 +13,10 @@ from typing import Sequence
 
 import numpy as np
 
-from offline_eval.engine.models import CALIBRATION_FILE
 from offline_eval.engine.requests import Embed
-from offline_eval.runtime.hhem import file_fingerprint
+from offline_eval.runtime.identity import content_fingerprint
 
 log = logging.getLogger(__name__)
-
-# Files that do not change what the model computes.
-_IGNORED = {"README.md", ".gitattributes", CALIBRATION_FILE}  # a calibration describes the model, is not it
-
-
-def folder_fingerprint(folder: Path) -> str:
-    """sha256 over every file of a model folder (relative path + :func:`file_fingerprint`).
-
-    Weight files over 64 MiB are fingerprinted by size plus first and last MiB (see
-    :func:`file_fingerprint`); everything else is hashed whole.
-    """
-    h = hashlib.sha256()
-    for file in sorted(p for p in folder.rglob("*") if p.is_file()):
-        rel = file.relative_to(folder)
-        if file.name in _IGNORED or any(part.startswith(".") for part in rel.parts):
-            continue
-        h.update(f"{rel.as_posix()}\0{file_fingerprint(file)}\n".encode())
-    return h.hexdigest()
-
 
 class SentenceTransformerEmbedder:
     """Unit-norm sentence embeddings from a local sentence-transformers folder.
@@ -78,7 +58,7 @@ class SentenceTransformerEmbedder:
         self.model.eval()
         self.max_seq_length = self.model.max_seq_length
         self.identity = (
-            f"sentence-transformers:{self.path}@{folder_fingerprint(self.path)[:16]}"
+            f"sentence-transformers:{content_fingerprint(self.path)}"
             f"[max_seq_length={self.max_seq_length}]"
         )
 

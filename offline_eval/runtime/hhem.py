@@ -21,10 +21,8 @@ claim's probability is the maximum over windows (supported if any window support
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
-import os
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -33,6 +31,7 @@ from typing import Any, Sequence
 import torch
 
 from offline_eval.engine.requests import Classify
+from offline_eval.runtime.identity import content_fingerprint
 
 log = logging.getLogger(__name__)
 
@@ -48,8 +47,6 @@ DEFAULT_MAX_LENGTH = 512
 # Below this many premise tokens per window, windowing is pointless: score the whole input instead.
 MIN_WINDOW_TOKENS = 16
 _SENTENCE_END = (".", "!", "?", "\n", "。", "！", "？")
-_FULL_HASH_LIMIT = 64 * 2**20
-_MIB = 2**20
 # The encoder's input embedding is tied to the shared embedding in T5EncoderModel; a checkpoint may
 # carry either name (safetensors drops duplicates of shared tensors).
 _TIED = {
@@ -63,28 +60,6 @@ _DTYPES = {
     "float16": torch.float16,
     "fp16": torch.float16,
 }
-
-
-def file_fingerprint(path: str | os.PathLike[str]) -> str:
-    """sha256 hex digest of a file.
-
-    Files up to 64 MiB are hashed whole. Bigger ones (weights) are hashed by their size plus their
-    first and last MiB: cheap at start-up and enough to tell published checkpoints apart, though
-    two files differing only in the middle would collide.
-    """
-    p = Path(path)
-    size = p.stat().st_size
-    h = hashlib.sha256()
-    with p.open("rb") as fh:
-        if size <= _FULL_HASH_LIMIT:
-            for chunk in iter(lambda: fh.read(_MIB), b""):
-                h.update(chunk)
-        else:
-            h.update(f"size={size};".encode())
-            h.update(fh.read(_MIB))
-            fh.seek(size - _MIB)
-            h.update(fh.read(_MIB))
-    return h.hexdigest()
 
 
 def _read_json(path: Path) -> dict[str, Any]:
@@ -232,8 +207,9 @@ class HHEMVerifier:
         # Windowing and dtype change the scores, so they are part of the model's identity.
         dtype_name = str(self.dtype).removeprefix("torch.")
         self.identity = (
-            f"hhem:{self.path}@{file_fingerprint(weight_file)[:16]}"
-            f"[window={self.max_length},overlap={self.window_overlap},dtype={dtype_name}]"
+            f"hhem:{content_fingerprint(self.path)}"
+            + (f"+{content_fingerprint(tok_dir)}" if tok_dir != self.path else "")
+            + f"[window={self.max_length},overlap={self.window_overlap},dtype={dtype_name}]"
         )
 
     # ----------------------------------------------------------------------------- loading

@@ -7,9 +7,11 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from offline_eval.engine.models import ModelSet, folder_fingerprint
+from offline_eval.engine.models import ModelSet
+from offline_eval.runtime.identity import content_fingerprint
+from offline_eval.runtime.provision import STARTER_MARKER
 from offline_eval.runtime.profiles import (
-    ModelNotProvisioned, Profile, RoleSpec, backend_kwargs, missing_folder_message,
+    Folder, ModelNotProvisioned, Profile, RoleSpec, backend_kwargs, missing_folder_message,
 )
 from offline_eval.runtime.registry import REVISIONS, load_backend
 
@@ -18,25 +20,51 @@ _NEUTRAL_OPTIONS = {"batch_size", "device", "gpu_memory_utilization", "max_concu
                     "tensor_parallel_size", "api_key"}
 
 
-def role_identity(spec: RoleSpec) -> str:
-    """What a role's cached answers are keyed on: backend, model files, options that change outputs."""
+def role_identity(spec: RoleSpec, *, verify: bool = True) -> str:
+    """What a role's cached answers are keyed on: backend, model content, options that change outputs.
+
+    Each folder is identified by the sha256s of its files (:mod:`offline_eval.runtime.identity`); with
+    ``verify``, files a manifest lists are checked against it first (:class:`ModelChanged` on a
+    difference), so a changed model is stopped before it loads.
+    """
     parts = [spec.role, spec.backend]
     revision = REVISIONS.get(spec.backend, 1)
     if revision > 1:
         parts.append(f"r{revision}")
-    if spec.path is not None:
-        parts.append(folder_fingerprint(spec.path) if spec.path.exists() else str(spec.path))
-    for key, path in sorted(spec.extra_paths.items()):
-        parts.append(f"{key}={folder_fingerprint(path) if path.exists() else path}")
+    for key, folder in spec.folders().items():
+        if folder.path is None or not folder.path.exists():
+            parts.append(str(folder.path))
+            continue
+        label = spec.role if key == "main" else f"{spec.role} {key}"
+        fingerprint = content_fingerprint(folder.path, manifest_hashes(folder), verify=verify, label=label)
+        parts.append(fingerprint if key == "main" else f"{key}={fingerprint}")
     options = {k: v for k, v in spec.options.items() if k not in _NEUTRAL_OPTIONS}
     if options:
         parts.append(json.dumps(options, sort_keys=True, default=str))
     return ":".join(parts)
 
 
+def manifest_hashes(folder: Folder) -> dict[str, str]:
+    """relative name -> sha256 the folder is expected to hold: the profile manifest's, else those
+    ``models setup-starter`` recorded in the folder."""
+    if folder.files:
+        return dict(folder.files)
+    marker = folder.path / STARTER_MARKER if folder.path is not None else None
+    if marker is not None and marker.is_file():
+        try:
+            return dict(json.loads(marker.read_text(encoding="utf-8")).get("files", {}))
+        except (OSError, ValueError, AttributeError):
+            return {}
+    return {}
+
+
 def model_set_from_profile(profile: Profile, *, device: str | None, batch_size: int | None,
-                           judge_batch_size: int | None = None, roles: set[str] | None = None) -> ModelSet:
-    """Only ``roles`` (default: all three) are configured; none is loaded until it is used."""
+                           judge_batch_size: int | None = None, roles: set[str] | None = None,
+                           verify: bool = True) -> ModelSet:
+    """Only ``roles`` (default: all three) are configured; none is loaded until it is used.
+
+    Every configured role's identity is computed (and, with ``verify``, checked against its manifest)
+    here, before any model loads."""
     models = ModelSet()
     for spec in profile.roles():
         if roles is not None and spec.role not in roles:
@@ -56,7 +84,7 @@ def model_set_from_profile(profile: Profile, *, device: str | None, batch_size: 
                 raise ModelNotProvisioned(problem)
             return load_backend(spec.role, spec.backend, **kwargs)
 
-        models.add(spec.role, role_identity(spec), load)
+        models.add(spec.role, role_identity(spec, verify=verify), load)
     return models
 
 

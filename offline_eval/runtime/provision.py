@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from offline_eval.runtime.identity import default_memo
 from offline_eval.runtime.profiles import (
     JUDGE_VERIFIES,
     PACKAGE_PREFIX,
@@ -209,7 +210,7 @@ def check_folder(spec: RoleSpec, key: str, folder: Folder, hint: str, verify_has
             target = folder.path / name
             if not target.is_file():
                 status.absent.append(name)
-            elif sha256_file(target) != want.lower():
+            elif default_memo().sha256(target) != want.lower():
                 status.mismatched.append(name)
             else:
                 status.verified += 1

@@ -28,7 +28,7 @@ def render_prompt(prompt: Messages) -> str:
 class ScriptedJudge:
     def __init__(self, path: str | Path | None = None, *, script: dict[str, Any] | None = None,
                  batch_size: int = 8, device: str | None = None, identity: str | None = None,
-                 **_: Any) -> None:
+                 keep_prompts: bool = True, **_: Any) -> None:
         if script is None:
             script = json.loads(Path(path).read_text(encoding="utf-8")) if path else {}
         self.generate_rules: list[dict[str, Any]] = list(script.get("generate", []))
@@ -39,7 +39,8 @@ class ScriptedJudge:
         self.identity = identity or f"scripted:{json.dumps(script, sort_keys=True, default=repr)[:64]}"
         self.calls: Counter[str] = Counter()  # backend calls per kind
         self.batch_sizes: list[tuple[str, int]] = []
-        self.prompts_seen: list[str] = []
+        self.prompts_seen: list[str] = []  # for tests; keep_prompts=False for long runs (benchmarks)
+        self.keep_prompts = keep_prompts
 
     def _respond(self, text: str) -> str:
         for rule in self.generate_rules:
@@ -57,7 +58,8 @@ class ScriptedJudge:
         out = []
         for request in requests:
             text = render_prompt(request.prompt)
-            self.prompts_seen.append(text)
+            if self.keep_prompts:
+                self.prompts_seen.append(text)
             out.append(tuple(self._respond(text) for _ in range(request.sampling.n)))
         return out
 
@@ -67,7 +69,8 @@ class ScriptedJudge:
         out = []
         for request in requests:
             text = render_prompt(request.prompt)
-            self.prompts_seen.append(text)
+            if self.keep_prompts:
+                self.prompts_seen.append(text)
             probs = None
             for rule in self.option_rules:
                 if rule.get("match", "") in text:

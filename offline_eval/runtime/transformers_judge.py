@@ -55,6 +55,7 @@ from offline_eval.engine.requests import Generate, ScoreOptions
 from offline_eval.runtime import chat
 from offline_eval.runtime.attention import use_grouped_decode_attention
 from offline_eval.runtime.base import BackendUnavailable
+from offline_eval.runtime.identity import content_fingerprint
 
 
 _DTYPES = {
@@ -267,7 +268,7 @@ class TransformersJudge:
         self.pad_id = int(pad)
         dtype_name = str(self.model.dtype).removeprefix("torch.")
         self.identity = (
-            f"transformers:{source.resolve()}@{chat.model_fingerprint(source)}:{dtype_name}"
+            f"transformers:{content_fingerprint(source)}:{dtype_name}"
         )
         self._option_cache: dict[tuple[str, ...], dict[str, tuple[int, ...]]] = {}
 

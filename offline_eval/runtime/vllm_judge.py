@@ -38,6 +38,7 @@ from typing import Any
 from offline_eval.engine.requests import Generate, Sampling, ScoreOptions
 from offline_eval.runtime import chat
 from offline_eval.runtime.base import BackendUnavailable
+from offline_eval.runtime.identity import content_fingerprint
 
 INSTALL_HINT = "pip install 'offline-eval[vllm]'"
 
@@ -208,7 +209,7 @@ class VLLMJudge:
             self.llm = vllm.LLM(**engine_args)
         self.max_model_len = max_model_len or self._engine_max_len()
         self.batch_size = int(batch_size)
-        self.identity = f"vllm:{source.resolve()}@{chat.model_fingerprint(source)}:{dtype}"
+        self.identity = f"vllm:{content_fingerprint(source)}:{dtype}"
         self._option_cache: dict[tuple[str, ...], dict[str, tuple[int, ...]]] = {}
 
     def _engine_max_len(self) -> int | None:

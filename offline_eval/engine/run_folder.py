@@ -1,0 +1,318 @@
+"""A run's output folder: one run at a time, never another run's files overwritten, results kept as written.
+
+    results.jsonl  one line per finished sample, appended window by window, in dataset order at the end
+    summary.json   run information and per-metric statistics, written when the run finishes
+    run.json       the run's fingerprint and settings, written when it starts: a rerun with the same
+                   fingerprint resumes, any other run is refused (or, with ``overwrite``, the earlier
+                   run is moved whole into ``earlier/``)
+    .lock          held (``flock``) by the run using the folder; it names that process
+
+The lock is an advisory ``flock`` on ``.lock``: the kernel releases it when its process ends, however
+it ends, so a killed run never leaves the folder locked.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import sys
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Callable, Iterable, Iterator
+
+RESULTS, SUMMARY, FINGERPRINT, REPORT, LOCK = "results.jsonl", "summary.json", "run.json", "report.html", ".lock"
+EARLIER = "earlier"
+# Files a run writes (and ``overwrite`` moves aside); nothing else in the folder is touched.
+RUN_FILES = (RESULTS, SUMMARY, FINGERPRINT, REPORT, RESULTS + ".tmp")
+
+
+def default_run_folder(dataset: str | Path, prefix: str = "", suffix: str = "") -> Path:
+    """runs/<prefix><dataset name><suffix>: the file's stem, or "dataset" when the stem names no folder of
+    its own (a dataset called "...jsonl" must not send a run into the working directory)."""
+    stem = Path(str(dataset).rstrip("/\\")).stem.strip(". ")
+    return Path("runs") / f"{prefix}{stem or 'dataset'}{suffix}"
+
+
+class RunFolderError(RuntimeError):
+    """The folder cannot take this run (in use, or holding another run); the message says what to do."""
+
+
+def _now() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+
+
+def _read_json(path: Path) -> dict[str, Any] | None:
+    try:
+        value = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return value if isinstance(value, dict) else None
+
+
+def _write_atomic(path: Path, text: str) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(text, encoding="utf-8")
+    tmp.replace(path)
+
+
+@dataclass
+class RunOutput:
+    """What a finished run left in its folder. ``results`` reads results.jsonl on first use."""
+
+    output_dir: Path
+    summary: dict[str, Any]
+    stats: dict[str, Any] = field(default_factory=dict)
+    resumed: int = 0
+    _rows: list[dict[str, Any]] | None = field(default=None, repr=False)
+
+    def rows(self) -> Iterator[dict[str, Any]]:
+        """The result rows, streamed from results.jsonl in dataset order."""
+        with open(self.output_dir / RESULTS, encoding="utf-8") as handle:
+            for line in handle:
+                if line.strip():
+                    yield json.loads(line)
+
+    @property
+    def results(self) -> list[dict[str, Any]]:
+        if self._rows is None:
+            self._rows = list(self.rows())
+        return self._rows
+
+
+class RunFolder:
+    """Claim ``path`` for one run: lock it, resume or refuse what is there, append results, finish.
+
+    Use as a context manager; the lock is held until it exits.
+    """
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+        self._lock_handle: Any = None
+        self._sink: Any = None
+
+    # -- claiming -------------------------------------------------------------------------------
+    def __enter__(self) -> "RunFolder":
+        self.lock()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.release()
+
+    def lock(self) -> None:
+        """Take the folder's exclusive lock, or raise naming the process that holds it."""
+        self.path.mkdir(parents=True, exist_ok=True)
+        handle = open(self.path / LOCK, "a+", encoding="utf-8")
+        try:
+            _flock(handle)
+        except BlockingIOError:
+            handle.seek(0)
+            holder = _read_holder(handle.read())
+            handle.close()
+            raise RunFolderError(
+                f"{self.path} is in use by another run ({holder}); wait for it to finish or choose another "
+                "--output") from None
+        handle.seek(0)
+        handle.truncate()
+        handle.write(json.dumps({"pid": os.getpid(), "host": socket.gethostname(), "since": _now(),
+                                 "command": " ".join(sys.argv[:1] + sys.argv[1:8])}) + "\n")
+        handle.flush()
+        self._lock_handle = handle
+
+    def release(self) -> None:
+        if self._sink is not None:
+            self._sink.close()
+            self._sink = None
+        if self._lock_handle is not None:
+            self._lock_handle.close()  # closing the descriptor releases the flock
+            self._lock_handle = None
+
+    def open(self, fingerprint: str, info: dict[str, Any], *, overwrite: bool = False) -> set[str]:
+        """Start or resume this run here; returns the ids of samples an earlier try already finished.
+
+        A folder holding another run's files is refused, or with ``overwrite`` that run is moved whole
+        into ``earlier/<its start>-<its fingerprint>/`` first.
+        """
+        if self._lock_handle is None:
+            raise RuntimeError("RunFolder.open() needs the lock: use it as a context manager")
+        previous = _read_json(self.path / FINGERPRINT)
+        present = [name for name in RUN_FILES if (self.path / name).exists()]
+        if previous is not None and previous.get("fingerprint") == fingerprint:
+            self._drop_cut_line()
+            done = set(self._finished_ids())
+        elif present:
+            if not overwrite:
+                raise RunFolderError(
+                    f"{self.path} holds the results of another run ({_describe(previous)}); pass --overwrite to "
+                    f"move them into {self.path / EARLIER}/ and start afresh, or choose another --output")
+            moved = self.archive(previous)
+            print(f"offline-eval: the earlier run in {self.path} was moved to {moved}", file=sys.stderr)
+            done = set()
+        else:
+            done = set()
+        _write_atomic(self.path / FINGERPRINT, json.dumps(
+            {"fingerprint": fingerprint, **info, "started": info.get("started") or _now()}, indent=2,
+            ensure_ascii=False, default=str))
+        return done
+
+    def archive(self, previous: dict[str, Any] | None) -> Path:
+        """Move the run files now in the folder into a new subfolder of ``earlier/``."""
+        stamp = str((previous or {}).get("started") or _now()).replace(":", "").replace("+0000", "Z")
+        base = f"{stamp}-{str((previous or {}).get('fingerprint') or 'unknown')[:8]}"
+        root = self.path / EARLIER
+        root.mkdir(exist_ok=True)
+        for n in range(1000):
+            target = root / (base if n == 0 else f"{base}-{n}")
+            try:
+                target.mkdir()
+                break
+            except FileExistsError:
+                continue
+        else:  # pragma: no cover
+            raise RunFolderError(f"{root}: cannot make a folder for the earlier run")
+        for name in RUN_FILES:
+            if (self.path / name).exists():
+                (self.path / name).replace(target / name)
+        return target
+
+    # -- writing --------------------------------------------------------------------------------
+    def append(self, rows: Iterable[dict[str, Any]]) -> None:
+        """Append finished rows to results.jsonl and make them durable before returning."""
+        if self._sink is None:
+            self._sink = open(self.path / RESULTS, "a", encoding="utf-8")
+        self._sink.write("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows))
+        self._sink.flush()
+        os.fsync(self._sink.fileno())
+
+    def finish(self, order: dict[str, int], names: list[str], run_info: dict[str, Any],
+               annotate: Callable[[dict[str, Any]], None] | None = None,
+               summarize: Callable[[dict[str, list], dict[str, list]], dict[str, Any]] | None = None,
+               ) -> tuple[dict[str, Any], int]:
+        """Rewrite results.jsonl in dataset order (``order``: id -> position) and write summary.json.
+
+        Streams the file twice (statistics, then the rewrite), holding only offsets and score values,
+        so memory does not grow with the rows' size. ``summarize(values, reasons)`` builds the summary
+        from per-metric values; ``annotate(row)`` may add to each row (calibrations) as it is rewritten.
+        Returns (summary, number of rows).
+        """
+        if self._sink is not None:
+            self._sink.close()
+            self._sink = None
+        results = self.path / RESULTS
+        # (dataset position, byte offset, each metric's (value, reason)): statistics in dataset order
+        index: list[tuple[int, int, tuple]] = []
+        seen: set[str] = set()
+        if results.exists():
+            with open(results, "rb") as handle:
+                offset = 0
+                for line in handle:
+                    start, offset = offset, offset + len(line)
+                    try:
+                        row = json.loads(line)
+                        key = str(row["id"])
+                    except (ValueError, KeyError, TypeError):  # a line cut short by a kill
+                        continue
+                    if key in seen or key not in order:
+                        continue
+                    seen.add(key)
+                    scores = row.get("scores", {})
+                    index.append((order[key], start, tuple(_value_and_reason(scores.get(n)) for n in names)))
+        index.sort(key=lambda entry: entry[0])
+        values = {n: [entry[2][i][0] for entry in index] for i, n in enumerate(names)}
+        reasons = {n: [entry[2][i][1] for entry in index] for i, n in enumerate(names)}
+        summary = summarize(values, reasons) if summarize else {"metrics": {}}
+        tmp = results.with_name(RESULTS + ".tmp")
+        with open(tmp, "w", encoding="utf-8") as out:
+            if index:
+                with open(results, "rb") as handle:
+                    for _, start, _ in index:
+                        handle.seek(start)
+                        row = json.loads(handle.readline())
+                        if annotate:
+                            annotate(row)
+                        out.write(json.dumps(row, ensure_ascii=False) + "\n")
+            out.flush()
+            os.fsync(out.fileno())
+        tmp.replace(results)
+        summary["run"] = {**run_info, "finished": _now(), "metrics": names, "n_samples": len(index)}
+        _write_atomic(self.path / SUMMARY, json.dumps(summary, indent=2, ensure_ascii=False, default=str))
+        return summary, len(index)
+
+    def _drop_cut_line(self) -> None:
+        """A kill in the middle of a write leaves a line without its end: cut it off before appending."""
+        path = self.path / RESULTS
+        try:
+            with open(path, "rb+") as handle:
+                size = handle.seek(0, os.SEEK_END)
+                if size == 0:
+                    return
+                handle.seek(size - 1)
+                if handle.read(1) == b"\n":
+                    return
+                keep = size
+                while keep > 0:  # back to the last complete line
+                    step = min(keep, 1 << 16)
+                    handle.seek(keep - step)
+                    block = handle.read(step)
+                    cut = block.rfind(b"\n")
+                    if cut >= 0:
+                        keep = keep - step + cut + 1
+                        break
+                    keep -= step
+                handle.truncate(keep)
+        except FileNotFoundError:
+            return
+
+    def _finished_ids(self) -> Iterator[str]:
+        try:
+            with open(self.path / RESULTS, encoding="utf-8") as handle:
+                for line in handle:
+                    try:
+                        yield str(json.loads(line)["id"])
+                    except (ValueError, KeyError, TypeError):  # a line cut short by a kill
+                        continue
+        except OSError:
+            return
+
+
+def _value_and_reason(score: dict[str, Any] | None) -> tuple[float | None, str | None]:
+    score = score or {}
+    value = score.get("value")
+    return value, (score.get("reason") if value is None else None)
+
+
+def _flock(handle: Any) -> None:
+    try:
+        import fcntl
+    except ImportError:  # pragma: no cover - Windows: msvcrt locks the first byte instead
+        import msvcrt
+
+        try:
+            msvcrt.locking(handle.fileno(), msvcrt.LK_NBLCK, 1)
+        except OSError as exc:
+            raise BlockingIOError(str(exc)) from exc
+        return
+    fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+
+
+def _read_holder(text: str) -> str:
+    try:
+        holder = json.loads(text.strip().splitlines()[-1])
+        return f"pid {holder['pid']} on {holder['host']}, since {holder['since']}"
+    except (ValueError, KeyError, IndexError, TypeError):
+        return "another process"
+
+
+def _describe(previous: dict[str, Any] | None) -> str:
+    if not previous:
+        return "no run.json"
+    parts = []
+    if previous.get("dataset"):
+        parts.append(f"dataset {previous['dataset']}")
+    if previous.get("metrics"):
+        parts.append("metrics " + ",".join(previous["metrics"]))
+    if previous.get("started"):
+        parts.append(f"started {previous['started']}")
+    parts.append(f"fingerprint {str(previous.get('fingerprint'))[:8]}")
+    return ", ".join(parts)
