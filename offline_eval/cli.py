@@ -64,6 +64,10 @@ def add_run_parser(subparsers: Any) -> argparse.ArgumentParser:
     data.add_argument("--map", dest="mapping", metavar="FIELD=PATH,...",
                       help="column mapping with dotted paths, e.g. question=query.content,answer=prediction.content")
     data.add_argument("--limit", type=int, help="score only the first N rows")
+    data.add_argument("--skip-bad-rows", action="store_true",
+                      help="read past malformed rows (invalid JSON, wrong types, duplicate ids) and score the rest; "
+                           "each skipped row is listed in summary.json and the report (without it, the first "
+                           "bad row stops the run)")
     what = p.add_argument_group("metrics")
     what.add_argument("--metrics", type=_csv, metavar="a,b,...",
                       help="metric names (see `offline-eval metrics`); add 'aggregate' for a ragas_score "
@@ -178,9 +182,12 @@ def cmd_run(args: argparse.Namespace) -> int:
 
     if not args.dataset:
         raise SystemExit("offline-eval run: --dataset is required (or set dataset in --config)")
-    apply_threads(args)
+    threads = apply_threads(args)
     mapping = parse_mapping(args.mapping) if args.mapping else None
-    samples = read_dataset(args.dataset, mapping, limit=args.limit)
+    skipped: list[dict[str, Any]] | None = [] if args.skip_bad_rows else None
+    samples = read_dataset(args.dataset, mapping, limit=args.limit, skipped=skipped)
+    for bad in skipped or []:
+        print(f"offline-eval: skipped: {bad['reason']}", file=sys.stderr)
     metrics, aggregate = resolve_metrics(args.metrics)
     gates = _gates(args.fail_under, [m.name for m in metrics] + (["aggregate"] if aggregate else []))
     check_device(args.device)
@@ -221,7 +228,9 @@ def cmd_run(args: argparse.Namespace) -> int:
         print(f"offline-eval: {starter_note}", file=sys.stderr)
     run_info = {"dataset": str(args.dataset), "profile": profile.name, "starter": profile.starter,
                 "device": args.device or "cpu", "batch_size": args.batch_size, "per_row": args.per_row,
-                "models_verified": not args.no_verify}
+                "models_verified": not args.no_verify, "threads": threads.to_dict()}
+    if skipped is not None:
+        run_info["skipped_rows"] = skipped
     if profile.starter:
         run_info["note"] = starter_note
     progress = None if args.quiet else _Progress()
@@ -348,6 +357,7 @@ def _quiet_libraries(verbose: bool, progress: bool) -> None:
 
     if not verbose:
         os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
+        logging.getLogger("bm25s").setLevel(logging.WARNING)  # it logs each index build at DEBUG
     if not progress:
         os.environ["HF_HUB_DISABLE_PROGRESS_BARS"] = "1"
         if "transformers" in sys.modules:  # read at import: switch off an already imported one too
@@ -362,8 +372,7 @@ def main(argv: list[str] | None = None) -> int:
     if not getattr(args, "func", None):
         parser.print_help()
         return 0
-    _quiet_libraries(verbose=args.verbose, progress=not (getattr(args, "quiet", False)
-                                                         or getattr(args, "no_progress", False)))
+    _quiet_libraries(verbose=args.verbose, progress=not getattr(args, "quiet", False))
     if args.command == "run":
         args = _merge_config(args, next(a for a in parser._subparsers._group_actions[0].choices.values()
                                          if a.prog.endswith(" run")))

@@ -52,16 +52,27 @@ def add_model_arguments(group: argparse._ArgumentGroup, *, verifier: bool = True
     group.add_argument("--no-verify", action="store_true",
                        help="do not check model files against their manifest's sha256s before loading (the "
                             "manifest's hashes are then trusted as the models' identity; recorded in run.json)")
-    group.add_argument("--threads", type=int, help="CPU threads for torch (default: torch's choice; on a "
-                                                   "CPU shared with other jobs, 1 is often much faster)")
+    group.add_argument("--threads", type=_threads, default="auto", metavar="N|auto",
+                       help="CPU threads for torch. auto: torch's choice on a quiet machine; on a busy one the "
+                            "cores left over (at least 1) with sleeping waits (OMP_WAIT_POLICY=PASSIVE). "
+                            "The choice is recorded in run.json (default: auto)")
 
 
-def apply_threads(args: argparse.Namespace) -> None:
-    """Set torch's CPU thread count from ``--threads`` (torch is imported only when it is given)."""
-    if getattr(args, "threads", None):
-        import torch
+def _threads(text: str) -> Any:
+    from offline_eval.runtime.threads import parse_threads
 
-        torch.set_num_threads(args.threads)
+    try:
+        return parse_threads(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc).removeprefix("--threads: ")) from None
+
+
+def apply_threads(args: argparse.Namespace) -> Any:
+    """Choose and set torch's CPU threads from ``--threads`` (see offline_eval.runtime.threads); torch is
+    imported only when a thread count is set. Returns the ThreadChoice."""
+    from offline_eval.runtime.threads import apply_threads_choice, choose_threads
+
+    return apply_threads_choice(choose_threads(getattr(args, "threads", None)))
 
 
 def add_cache_arguments(group: argparse._ArgumentGroup) -> None:

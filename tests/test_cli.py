@@ -102,3 +102,20 @@ def test_quiet_run_prints_only_offline_evals_own_lines(tiny_profile, tmp_path):
     assert "\r" not in text and "%|" not in text and "Loading" not in text, text
     assert "warn" not in text.lower(), text
     assert "results: " in done.stderr and "faithfulness" in done.stdout
+
+
+def test_skip_bad_rows_scores_the_rest_and_lists_each_skipped_row(tmp_path, capsys):
+    data = tmp_path / "d.jsonl"
+    data.write_text('{"id": "a", "question": "q", "answer": "a b", "ground_truth": "a c"}\n'
+                    '{"id": "b", "question": "q", "answer": "a" "x"}\n'
+                    '{"id": "a", "question": "q2", "answer": "z", "ground_truth": "z"}\n'
+                    '{"id": "c", "question": "q", "answer": "a b", "ground_truth": "a b"}\n')
+    args = ["run", "--dataset", str(data), "--profile", "starter", "--metrics", "rouge_l", "--quiet", "--no-cache"]
+    assert main(args + ["--output", str(tmp_path / "strict")]) == 2  # strict by default
+    assert "row 2: invalid JSON on line 2" in capsys.readouterr().err
+    assert main(args + ["--output", str(tmp_path / "run"), "--skip-bad-rows"]) == 0
+    summary = json.loads((tmp_path / "run" / "summary.json").read_text())
+    assert summary["run"]["n_samples"] == 2
+    assert [(s["row"], s["reason"].split(": ", 1)[1][:20]) for s in summary["run"]["skipped_rows"]] == \
+        [(2, "invalid JSON on line"), (3, "duplicate id 'a' (fi")]
+    assert "skipped rows" in (tmp_path / "run" / "report.html").read_text(encoding="utf-8")

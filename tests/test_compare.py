@@ -146,3 +146,15 @@ def test_cli_as_a_process(tmp_path):
     assert bad.stderr.strip().splitlines()[0].startswith("REGRESSION: faithfulness regressed")
     ok = subprocess.run(cmd + ["report", str(a)], cwd=REPO, capture_output=True, text=True, timeout=120)
     assert ok.returncode == 0 and ok.stdout.strip() == str(a / "report.html")
+
+
+def test_comparing_starter_runs_says_so(tmp_path, capsys):
+    a = build_run(tmp_path, name="a", starter=True)
+    b = build_run(tmp_path, name="b", shift={"faithfulness": -0.2})
+    comparison = compare_runs(a, b)
+    assert comparison.starter == ["A"]
+    assert main(["compare", str(a), str(b), "--output", str(tmp_path / "cmp")]) == 0
+    out = capsys.readouterr().out
+    assert "starter profile (A): these scores only show that the pipeline runs" in out
+    html = (tmp_path / "cmp" / "compare.html").read_text(encoding="utf-8")
+    assert "starter profile (A)" in html

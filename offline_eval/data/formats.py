@@ -28,7 +28,7 @@ from __future__ import annotations
 import csv
 import json
 import math
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -77,17 +77,18 @@ def detect_format(path: Path) -> str:
     )
 
 
-def iter_rows(path: str | Path) -> Iterator[tuple[int, Row]]:
+def iter_rows(path: str | Path, on_bad: Callable[[DataError], None] | None = None) -> Iterator[tuple[int, Row]]:
     """Yield ``(row_number, row)`` for every data row of ``path``, row numbers starting at 1.
 
     Streaming formats (JSONL, CSV, TSV, Parquet, Arrow) are read lazily, so a caller that stops
-    early (``--limit``) does not pay for the whole file.
+    early (``--limit``) does not pay for the whole file. ``on_bad``: a JSON Lines row that is not
+    valid JSON is passed to it as a DataError and skipped, instead of stopping the read.
     """
     path = Path(path)
     layout = detect_format(path)
     reader = {
-        "jsonl": _iter_jsonl,
-        "json": _iter_json,
+        "jsonl": lambda p: _iter_jsonl(p, on_bad),
+        "json": lambda p: _iter_json(p, on_bad),
         "csv": lambda p: _iter_delimited(p, ","),
         "tsv": lambda p: _iter_delimited(p, "\t"),
         "parquet": _iter_parquet,
@@ -128,7 +129,7 @@ def _require_object(value: Any, source: str, row: int, line: int | None = None) 
     return value
 
 
-def _iter_jsonl(path: Path) -> Iterator[tuple[int, Row]]:
+def _iter_jsonl(path: Path, on_bad: Callable[[DataError], None] | None = None) -> Iterator[tuple[int, Row]]:
     source = str(path)
     row_number = 0
     with path.open(encoding="utf-8-sig") as handle:
@@ -139,21 +140,23 @@ def _iter_jsonl(path: Path) -> Iterator[tuple[int, Row]]:
             try:
                 value = json.loads(line)
             except json.JSONDecodeError as exc:
-                raise DataError(
-                    f"invalid JSON on line {line_number}: {exc.msg} (column {exc.colno})",
-                    source=source, row=row_number,
-                ) from None
+                error = DataError(f"invalid JSON on line {line_number}: {exc.msg} (column {exc.colno})",
+                                  source=source, row=row_number)
+                if on_bad is None:
+                    raise error from None
+                on_bad(error)
+                continue
             yield row_number, _require_object(value, source, row_number, line_number)
 
 
-def _iter_json(path: Path) -> Iterator[tuple[int, Row]]:
+def _iter_json(path: Path, on_bad: Callable[[DataError], None] | None = None) -> Iterator[tuple[int, Row]]:
     source = str(path)
     text = path.read_text(encoding="utf-8-sig")
     try:
         document = json.loads(text)
     except json.JSONDecodeError as exc:
         if exc.msg == "Extra data":  # several top-level values: JSON Lines under a .json name
-            yield from _iter_jsonl(path)
+            yield from _iter_jsonl(path, on_bad)
             return
         raise DataError(
             f"invalid JSON on line {exc.lineno}: {exc.msg} (column {exc.colno})", source=source,

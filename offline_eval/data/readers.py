@@ -103,6 +103,7 @@ def read_dataset(
     mapping: dict[str, str] | None = None,
     *,
     limit: int | None = None,
+    skipped: list[dict[str, Any]] | None = None,
 ) -> list[Sample]:
     """Read every row (or the first ``limit``) of ``path`` into Samples.
 
@@ -112,21 +113,34 @@ def read_dataset(
     need none. Raises DataError, one line naming file, row and field, for unreadable files, invalid
     JSON, values of the wrong type, mapping paths missing from a row, duplicate ids, and for a
     dataset with no rows or in which no row has any recognised field.
+
+    ``skipped``: read past bad rows instead (invalid JSON, wrong types, missing mapped fields,
+    duplicate ids), appending ``{"source", "row", "reason"}`` for each to this list.
     """
     source = str(path)
     checked_mapping = validate_mapping(mapping) if mapping else {}
     if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
         raise DataError(f"limit must be a whole number of rows >= 1, got {limit!r}", source=source)
 
+    def skip(error: DataError) -> None:
+        assert skipped is not None
+        skipped.append({"source": error.source or source, "row": error.row, "reason": str(error)})
+
     samples: list[Sample] = []
     first_row_of_id: dict[str, int] = {}
-    for row_number, row in _take(iter_rows(path), limit):
-        sample = row_to_sample(row, row_number=row_number, source=source, mapping=checked_mapping)
-        if sample.id in first_row_of_id:
-            raise DataError(
-                f"duplicate id '{sample.id}' (first used in row {first_row_of_id[sample.id]})",
-                source=source, row=row_number, field="id",
-            )
+    for row_number, row in _take(iter_rows(path, skip if skipped is not None else None), limit):
+        try:
+            sample = row_to_sample(row, row_number=row_number, source=source, mapping=checked_mapping)
+            if sample.id in first_row_of_id:
+                raise DataError(
+                    f"duplicate id '{sample.id}' (first used in row {first_row_of_id[sample.id]})",
+                    source=source, row=row_number, field="id",
+                )
+        except DataError as error:
+            if skipped is None:
+                raise
+            skip(error)
+            continue
         first_row_of_id[sample.id] = row_number
         samples.append(sample)
 

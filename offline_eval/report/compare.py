@@ -96,6 +96,7 @@ class Comparison:
     metrics: list[MetricComparison]
     metrics_only_in_a: list[str] = field(default_factory=list)
     metrics_only_in_b: list[str] = field(default_factory=list)
+    starter: list[str] = field(default_factory=list)  # "A" / "B": runs on the starter profile
 
     def metric(self, name: str) -> MetricComparison:
         for m in self.metrics:
@@ -155,7 +156,8 @@ def compare_runs(run_a: str | Path | RunData, run_b: str | Path | RunData, *, al
     return Comparison(
         a.path, b.path, _label(a), _label(b), len(common),
         [sid for sid in ia if sid not in ib], [sid for sid in ib if sid not in ia], metrics,
-        [m for m in names_a if m not in names_b], [m for m in names_b if m not in names_a])
+        [m for m in names_a if m not in names_b], [m for m in names_b if m not in names_a],
+        [side for side, data in (("A", a), ("B", b)) if data.run.get("starter")])
 
 
 def _num(v: float | None, digits: int = 3, sign: bool = False) -> str:
@@ -201,6 +203,9 @@ _HEAD = ["metric", "A", "B", "delta (B−A)", "95% CI", "p", "pairs", "verdict"]
 def _notes(comparison: Comparison) -> list[str]:
     notes = [f"A: {comparison.run_a}", f"B: {comparison.run_b}",
              f"{comparison.n_common} samples paired by id"]
+    if comparison.starter:
+        notes.append(f"starter profile ({' and '.join(comparison.starter)}): these scores only show that the "
+                     "pipeline runs; do not use them to judge a system")
     if comparison.only_in_a:
         notes.append(f"{len(comparison.only_in_a)} samples only in A (ignored)")
     if comparison.only_in_b:

@@ -146,6 +146,15 @@ def _header(data: RunData) -> str:
     meta = [("dataset", dataset), ("profile", run.get("profile")),
             ("samples", run.get("n_samples", len(data.results)))]
     meta += [(role, name) for role, name in models.items() if name]
+    threads = run.get("threads") if isinstance(run.get("threads"), dict) else {}
+    if threads:
+        chosen = threads.get("threads") or f"torch default ({threads.get('cores')})"
+        how = f"auto, {threads.get('busy')} other runnable" if threads.get("mode") == "auto" else "fixed"
+        meta.append(("threads", f"{chosen} ({how})"))
+    skipped = run.get("skipped_rows") if isinstance(run.get("skipped_rows"), list) else []
+    if skipped:
+        meta.append(("skipped rows", "; ".join(str(b.get("reason", "")) for b in skipped[:5] if isinstance(b, dict))
+                     + (f" (and {len(skipped) - 5} more)" if len(skipped) > 5 else "")))
     if run.get("started"):
         meta.append(("started", _fmt_time(run.get("started"))))
     dur = _duration(run.get("started"), run.get("finished"))

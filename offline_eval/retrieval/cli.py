@@ -93,7 +93,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_cache_arguments(e2e)
     parser.add_argument("--output", type=Path, default=Path("retrieval-results"),
                         help="output folder: tables, per-query file, plot, indexes, caches")
-    parser.add_argument("--no-progress", action="store_true", help="no progress bars")
+    parser.add_argument("--quiet", "--no-progress", dest="quiet", action="store_true",
+                        help="no progress bars (--no-progress is the old name)")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -106,7 +107,7 @@ def run(args: argparse.Namespace) -> int:
         retrievers=tuple(args.retrievers), top_k=tuple(args.top_k), chunk_sizes=tuple(args.chunk_size),
         chunk_overlap=args.chunk_overlap, embedder=args.embedder, device=args.device,
         batch_size=args.batch_size, corpus_filter=dict(args.filters), compare_k=args.compare_k,
-        prefix_fields=tuple(args.prefix_fields), answer=args.answer, show_progress=not args.no_progress)
+        prefix_fields=tuple(args.prefix_fields), answer=args.answer, show_progress=not args.quiet)
     try:
         result = run_benchmark(config)
     except (DataError, ValueError) as exc:
