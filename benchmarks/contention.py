@@ -27,6 +27,10 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from _results import write_results  # noqa: E402  (benchmarks/ is the script's folder)
+
 SLICE = ["--dataset", str(REPO / "examples" / "sample.jsonl"), "--limit", "3", "--metrics", "answer_relevancy",
          "--profile", "starter", "--no-cache", "--quiet", "--no-report"]
 
@@ -74,17 +78,12 @@ def main(argv: list[str] | None = None) -> int:
     for r in rows:
         base = quiet.get(r["threads_flag"])
         r["vs_quiet_same_flag"] = round(r["wall_s"] / base, 2) if base else None
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.with_suffix(".json").write_text(json.dumps({"meta": meta, "results": rows}, indent=2) + "\n")
-    lines = ["# A run beside busy loops: --threads auto vs --threads 2", "",
-             f"- date: {meta['date']}; machine: {meta['machine']}; load average at start {meta['load_average_at_start']:.2f}",
-             f"- command: `{meta['command']}`", f"- slice: `{meta['slice']}`, a fresh process per row, no cache", "",
-             "| --threads | busy loops | wall s | × quiet (same flag) | threads chosen | wait policy |",
-             "|---|---|---|---|---|---|"]
-    for r in rows:
-        lines.append(f"| {r['threads_flag']} | {r['loops']} | {r['wall_s']} | {r['vs_quiet_same_flag']} | "
-                     f"{r['chosen']['threads'] or 'torch default'} | {r['chosen']['wait_policy'] or 'default'} |")
-    args.out.with_suffix(".md").write_text("\n".join(lines) + "\n")
+    write_results(args.out, "A run beside busy loops: --threads auto vs --threads 2", meta,
+                  [f"slice: `{meta['slice']}`, a fresh process per row, no cache"],
+                  ["--threads", "busy loops", "wall s", "× quiet (same flag)", "threads chosen", "wait policy"],
+                  [[r["threads_flag"], r["loops"], r["wall_s"], r["vs_quiet_same_flag"],
+                    r["chosen"]["threads"] or "torch default", r["chosen"]["wait_policy"] or "default"] for r in rows],
+                  rows)
     return 0
 
 

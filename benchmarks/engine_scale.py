@@ -29,6 +29,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from _results import write_results  # noqa: E402  (benchmarks/ is the script's folder)
+
 RAGAS_METRICS = ["faithfulness", "answer_relevancy", "context_precision", "context_recall", "answer_correctness",
                  "answer_similarity", "context_entity_recall", "noise_sensitivity_relevant", "context_utilization",
                  "context_relevance", "rouge_l"]
@@ -115,18 +117,12 @@ def main(argv: list[str] | None = None) -> int:
             "machine": f"{platform.platform()}, {os.cpu_count()} CPUs, python {platform.python_version()}",
             "load_average_at_start": load_at_start, "command": "python " + " ".join(sys.argv),
             "metrics": RAGAS_METRICS}
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.with_suffix(".json").write_text(json.dumps({"meta": meta, "results": rows}, indent=2) + "\n")
-    lines = ["# Engine overhead and memory by dataset size (scripted instant backends)", "",
-             f"- date: {meta['date']}; machine: {meta['machine']}; load average at start {meta['load_average_at_start']:.2f}",
-             f"- command: `{meta['command']}`",
-             f"- metrics: {', '.join(RAGAS_METRICS)}; a fresh process and a fresh disk cache per size", "",
-             "| rows | window | wall s | engine overhead ms/row | peak RSS MB | requests | backend calls | results.jsonl MB |",
-             "|---|---|---|---|---|---|---|---|"]
-    for r in rows:
-        lines.append(f"| {r['rows']} | {r['window']} | {r['wall_s']} | {r['overhead_ms_per_row']} | {r['peak_rss_mb']} | "
-                     f"{r['requests']} | {r['backend_calls']} | {r['results_mb']} |")
-    args.out.with_suffix(".md").write_text("\n".join(lines) + "\n")
+    write_results(args.out, "Engine overhead and memory by dataset size (scripted instant backends)", meta,
+                  [f"metrics: {', '.join(RAGAS_METRICS)}; a fresh process and a fresh disk cache per size"],
+                  ["rows", "window", "wall s", "engine overhead ms/row", "peak RSS MB", "requests", "backend calls",
+                   "results.jsonl MB"],
+                  [[r["rows"], r["window"], r["wall_s"], r["overhead_ms_per_row"], r["peak_rss_mb"], r["requests"],
+                    r["backend_calls"], r["results_mb"]] for r in rows], rows)
     return 0
 
 
