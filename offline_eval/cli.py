@@ -157,6 +157,11 @@ def _merge_config(args: argparse.Namespace, parser: argparse.ArgumentParser) -> 
     return args
 
 
+# run flags that are EvalSettings fields of the same name (offline_eval.metrics.settings)
+SETTING_FLAGS = ("language", "verdicts", "max_tokens", "answer_relevancy_n", "answer_correctness_weights",
+                 "weights", "verdict_score", "claims", "context_window")
+
+
 def _load_rubrics(path: Path) -> dict[str, dict[int, str]]:
     import json
     text = path.read_text(encoding="utf-8")
@@ -198,24 +203,9 @@ def cmd_run(args: argparse.Namespace) -> int:
     profile, roles, models = loaded
     uses_hhem = not profile.verifier_is_judge
 
-    settings = EvalSettings(verifier="hhem" if uses_hhem else "judge")
-    if args.language:
-        settings.language = args.language
-    if args.verdicts:
-        settings.verdicts = args.verdicts
-    if args.max_tokens:
-        settings.max_tokens = args.max_tokens
-    if args.answer_relevancy_n:
-        settings.answer_relevancy_n = args.answer_relevancy_n
-    if args.answer_correctness_weights:
-        settings.answer_correctness_weights = tuple(args.answer_correctness_weights)
-    if args.weights:
-        settings.aggregate_weights = dict(args.weights)
-    if args.rubrics:
-        settings.rubrics = _load_rubrics(args.rubrics)
-    for name in ("verdict_score", "claims", "context_window"):
-        if getattr(args, name) is not None:
-            setattr(settings, name, getattr(args, name))
+    settings = EvalSettings.from_options(
+        verifier="hhem" if uses_hhem else "judge", **{name: getattr(args, name) for name in SETTING_FLAGS},
+        rubrics=_load_rubrics(args.rubrics) if args.rubrics else None)
     calibrations = load_calibrations(args, profile, roles)
 
     output = args.output or default_run_folder(args.dataset)

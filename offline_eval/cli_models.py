@@ -35,8 +35,8 @@ _OVERRIDE_FLAGS = {"judge_path": ("judge", "judge"), "judge_backend": ("judge_ba
 
 def add_model_arguments(group: argparse._ArgumentGroup, *, verifier: bool = True, embedder: bool = True) -> None:
     """--profile, --models-dir, the judge flags, and (when asked) the verifier and embedder flags."""
-    group.add_argument("--profile", help="gpu, cpu, starter or a manifest path (default: the first provisioned "
-                                         "of gpu (with CUDA), cpu, starter)")
+    group.add_argument("--profile", help="gpu, cpu, starter or a manifest path (default: $OFFLINE_EVAL_PROFILE, "
+                                         "else the first provisioned of gpu (with CUDA), cpu, starter)")
     group.add_argument("--models-dir", type=Path, help="root of the profile's model folders")
     group.add_argument("--judge", help="judge model folder (or base URL with --judge-backend openai)")
     group.add_argument("--judge-backend", choices=JUDGE_BACKENDS)

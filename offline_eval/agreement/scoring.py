@@ -131,13 +131,8 @@ def build_setup(metric: str | Metric, *, profile: str | None = None, models_dir:
             raise RuntimeError("; ".join(problems))
         models = model_set_from_profile(prof, device=device, batch_size=batch_size,
                                         judge_batch_size=judge_batch_size, roles=roles, verify=verify)
-    settings = EvalSettings(verifier="hhem" if uses_hhem else "judge")
-    if verdicts:
-        settings.verdicts = verdicts
-    if max_tokens:
-        settings.max_tokens = max_tokens
-    if language:
-        settings.language = language
+    settings = EvalSettings.from_options(verifier="hhem" if uses_hhem else "judge", verdicts=verdicts or None,
+                                         max_tokens=max_tokens or None, language=language or None)
     info = {"profile": prof.name, "starter": prof.starter, "metric": chosen.name,
             "verifier": settings.verifier, "verdicts": settings.verdicts, "max_tokens": settings.max_tokens,
             "device": device or "cpu", "batch_size": batch_size,

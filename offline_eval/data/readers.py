@@ -118,6 +118,20 @@ def read_dataset(
     duplicate ids), appending ``{"source", "row", "reason"}`` for each to this list.
     """
     source = str(path)
+
+    def skip(error: DataError) -> None:
+        assert skipped is not None
+        skipped.append({"source": error.source or source, "row": error.row, "reason": str(error)})
+
+    return samples_from_rows(iter_rows(path, skip if skipped is not None else None), source, mapping,
+                             limit=limit, skipped=skipped)
+
+
+def samples_from_rows(rows: Iterable[tuple[int, dict[str, Any]]], source: str,
+                      mapping: dict[str, str] | None = None, *, limit: int | None = None,
+                      skipped: list[dict[str, Any]] | None = None) -> list[Sample]:
+    """:func:`read_dataset` on rows already read: ``(row_number, row dict)`` pairs (the Python API
+    passes a list of dicts, a DataFrame's records or a ``datasets.Dataset`` this way)."""
     checked_mapping = validate_mapping(mapping) if mapping else {}
     if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
         raise DataError(f"limit must be a whole number of rows >= 1, got {limit!r}", source=source)
@@ -128,7 +142,7 @@ def read_dataset(
 
     samples: list[Sample] = []
     first_row_of_id: dict[str, int] = {}
-    for row_number, row in _take(iter_rows(path, skip if skipped is not None else None), limit):
+    for row_number, row in _take(rows, limit):
         try:
             sample = row_to_sample(row, row_number=row_number, source=source, mapping=checked_mapping)
             if sample.id in first_row_of_id:

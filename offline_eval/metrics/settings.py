@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
 from offline_eval.data.schema import Sample
@@ -39,6 +39,28 @@ class EvalSettings:
     aggregate_weights: dict[str, float] = field(default_factory=dict)  # empty: equal weights
     rubrics: dict[str, dict[int, str]] | None = None  # user rubrics; None: the defaults
     keypoint_max: int = 14
+
+    @classmethod
+    def from_options(cls, verifier: str = "judge", **options: Any) -> "EvalSettings":
+        """Settings from keyword options named like the fields (``None`` keeps a default), as the CLI's
+        flags and the Python API's keywords give them; ``weights`` is ``aggregate_weights``. An unknown
+        name raises TypeError listing the known ones."""
+        names = {f.name for f in fields(cls)} - {"verifier"}
+        aliases = {"weights": "aggregate_weights"}
+        settings = cls(verifier=verifier)
+        unknown = sorted(k for k in options if aliases.get(k, k) not in names)
+        if unknown:
+            raise TypeError(f"unknown option(s) {', '.join(unknown)}; known: {', '.join(sorted(names | set(aliases)))}")
+        for key, value in options.items():
+            if value is None:
+                continue
+            key = aliases.get(key, key)
+            if key == "answer_correctness_weights":
+                value = tuple(value)
+            elif key == "aggregate_weights":
+                value = dict(value)
+            setattr(settings, key, value)
+        return settings
 
     def language_for(self, sample: Sample) -> str:
         lang = self.language or sample.language

@@ -120,12 +120,16 @@ def resolve_profile(name: str | None, models_dir: Path | None, roles: set[str],
                     overrides: Mapping[str, Any] | None = None) -> tuple[Profile, set[str]]:
     """The profile a command runs on, and the roles it loads for ``roles``.
 
-    ``name`` None picks the first provisioned profile for ``roles`` (:func:`auto_profile`);
+    ``name`` None takes ``$OFFLINE_EVAL_PROFILE``, else the first provisioned profile for ``roles``
+    (:func:`auto_profile`);
     ``overrides`` are :meth:`Profile.with_overrides` keywords (the command line's model flags).
     """
     from offline_eval.runtime.profiles import load_profile
 
-    profile = load_profile(name or auto_profile(models_dir, roles), models_dir)
+    import os
+
+    profile = load_profile(name or os.environ.get("OFFLINE_EVAL_PROFILE") or auto_profile(models_dir, roles),
+                           models_dir)
     profile = profile.with_overrides(**(overrides or {}))
     return profile, roles_needed(profile, roles)
 

@@ -1,0 +1,217 @@
+"""The Python API: `offline_eval.evaluate(data, metrics)` in a notebook or a script.
+
+    import offline_eval
+
+    models = offline_eval.load_models(profile="cpu")           # loaded on first use, reused by every call
+    result = offline_eval.evaluate("data.jsonl", ["faithfulness", "answer_relevancy"], models=models)
+    result.to_pandas()                                        # a row per sample, a column per metric
+    result.summary["metrics"]["faithfulness"]["mean"]
+    result.save("runs/today")                                 # the folder `offline-eval run` writes
+
+It runs exactly what ``offline-eval run`` runs (same readers and field aliases, same settings, same
+engine, cache and calibrations), so the same data gives the same scores through either.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterable, Mapping
+
+from offline_eval.data.schema import DataError, Sample
+
+__all__ = ["Models", "EvalResult", "load_models", "evaluate", "compare"]
+
+DEFAULT_METRICS = ("faithfulness", "answer_relevancy", "context_precision", "context_recall", "answer_correctness")
+
+
+@dataclass
+class Models:
+    """A profile's models for the roles asked for, loaded on first use and kept for later calls."""
+
+    profile: Any
+    models: Any  # offline_eval.engine.models.ModelSet
+    roles: set[str]
+
+
+def load_models(profile: str | None = None, *, models_dir: str | Path | None = None, judge: str | None = None,
+                judge_backend: str | None = None, judge_model: str | None = None, verifier: str | None = None,
+                hhem: str | None = None, hhem_tokenizer: str | None = None, embedder: str | None = None,
+                device: str | None = None, batch_size: int | None = None, judge_batch_size: int | None = None,
+                roles: Iterable[str] = ("judge", "verifier", "embedder"), verify: bool = True) -> Models:
+    """The models of ``profile`` (gpu, cpu, starter, a manifest path; default: the first provisioned),
+    with the same overrides as the CLI's model flags. Nothing loads until a metric needs it."""
+    from offline_eval.runtime.loading import check_provisioned, model_set_from_profile, resolve_profile
+
+    overrides = dict(judge_path=judge, judge_backend=judge_backend, judge_model=judge_model, verifier=verifier,
+                     hhem_path=hhem, hhem_tokenizer_path=hhem_tokenizer, embedder_path=embedder)
+    prof, needed = resolve_profile(profile, Path(models_dir) if models_dir else None, set(roles), overrides)
+    problems = check_provisioned(prof, needed)
+    if problems:
+        raise RuntimeError("; ".join(problems))
+    return Models(prof, model_set_from_profile(prof, device=device, batch_size=batch_size,
+                                               judge_batch_size=judge_batch_size, roles=needed, verify=verify),
+                  needed)
+
+
+@dataclass
+class EvalResult:
+    """The scores of one evaluation: ``rows`` as in results.jsonl, ``summary`` as in summary.json."""
+
+    rows: list[dict[str, Any]]
+    summary: dict[str, Any]
+    run: dict[str, Any] = field(default_factory=dict)  # run.json
+    folder: Path | None = None  # where it was written, if anywhere
+
+    @property
+    def metrics(self) -> list[str]:
+        return list(self.summary.get("metrics", {}))
+
+    def to_pandas(self) -> Any:
+        """One row per sample: id, the sample's fields, then per metric its value and ``<metric>_reason``
+        (why it is unscored, else None)."""
+        try:
+            import pandas as pd
+        except ImportError:
+            raise ImportError("EvalResult.to_pandas() needs pandas: pip install pandas") from None
+        records = []
+        for row in self.rows:
+            record = {"id": row["id"], **{k: v for k, v in row.get("sample", {}).items() if k != "id"}}
+            for name in self.metrics:
+                score = row["scores"].get(name, {})
+                record[name] = score.get("value")
+                record[f"{name}_reason"] = score.get("reason")
+            records.append(record)
+        return pd.DataFrame.from_records(records)
+
+    def save(self, folder: str | Path) -> Path:
+        """Write the run folder (results.jsonl, summary.json, run.json), as ``offline-eval run`` does."""
+        from offline_eval.engine.run_folder import FINGERPRINT, RESULTS, SUMMARY
+
+        out = Path(folder)
+        if self.folder is not None and out.resolve() == self.folder.resolve():
+            return out
+        out.mkdir(parents=True, exist_ok=True)
+        (out / RESULTS).write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in self.rows),
+                                   encoding="utf-8")
+        (out / SUMMARY).write_text(json.dumps(self.summary, indent=2, ensure_ascii=False), encoding="utf-8")
+        (out / FINGERPRINT).write_text(json.dumps(self.run, indent=2, ensure_ascii=False, default=str),
+                                       encoding="utf-8")
+        self.folder = out
+        return out
+
+    def report(self, path: str | Path | None = None) -> Path:
+        """Write the self-contained HTML report (default: report.html in the saved folder)."""
+        from offline_eval.report.html import write_report
+
+        if self.folder is None:
+            with tempfile.TemporaryDirectory(prefix="offline-eval-") as tmp:
+                written = write_report(self.save(tmp))
+                target = Path(path or "report.html")
+                shutil.copyfile(written, target)
+                self.folder = None
+                return target
+        written = write_report(self.folder)
+        if path is None:
+            return written
+        shutil.copyfile(written, path)
+        return Path(path)
+
+
+def _samples(data: Any, mapping: Mapping[str, str] | None, limit: int | None) -> list[Sample]:
+    from offline_eval.data.readers import read_dataset, samples_from_rows
+
+    if isinstance(data, (str, Path)):
+        return read_dataset(data, dict(mapping) if mapping else None, limit=limit)
+    if hasattr(data, "to_dict") and hasattr(data, "columns"):  # a pandas DataFrame
+        rows, source = data.to_dict("records"), "DataFrame"
+    elif hasattr(data, "features") and hasattr(data, "__iter__"):  # a datasets.Dataset
+        rows, source = list(data), "Dataset"
+    else:
+        rows, source = list(data), "data"
+    for index, row in enumerate(rows, start=1):
+        if not isinstance(row, Mapping):
+            raise DataError(f"expected a mapping per row, got {type(row).__name__}", source=source, row=index)
+    return samples_from_rows(((i, dict(r)) for i, r in enumerate(rows, start=1)), source,
+                             dict(mapping) if mapping else None, limit=limit)
+
+
+def evaluate(data: Any, metrics: Iterable[str] | None = None, *, models: Models | None = None,
+             profile: str | None = None, judge: str | None = None, embedder: str | None = None,
+             verifier: str | None = None, device: str | None = None, batch_size: int | None = None,
+             output: str | Path | None = None, cache: bool | str | Path = True, overwrite: bool = False,
+             mapping: Mapping[str, str] | None = None, limit: int | None = None, calibrations: bool = True,
+             window: int | None = None, **options: Any) -> EvalResult:
+    """Score ``data`` with ``metrics`` (default: the CLI's five; add "aggregate" for a ragas_score).
+
+    ``data``: a dataset path, a list of dicts, a pandas DataFrame or a ``datasets.Dataset``, read
+    through the CLI's readers and field aliases (``mapping`` as ``--map``). ``models``: from
+    :func:`load_models`, reused across calls; else ``profile``/``judge``/``embedder``/``verifier``/
+    ``device``/``batch_size`` build them for this call. ``output``: a run folder, written and resumed as
+    the CLI's (None: nothing is written but the cache). ``cache``: True for the CLI's default file,
+    a path, or False for memory only. ``options``: the run's settings by their names (``verdicts``,
+    ``max_tokens``, ``claims``, ``verdict_score``, ``context_window``, ``language``, ...).
+    """
+    from offline_eval.cli_models import DEFAULT_CACHE
+    from offline_eval.engine.cache import ResultCache
+    from offline_eval.engine.runner import DEFAULT_WINDOW
+    from offline_eval.engine.runner import evaluate as run_engine
+    from offline_eval.metrics import resolve_metrics
+    from offline_eval.metrics.settings import EvalSettings
+
+    chosen, aggregate = resolve_metrics(list(metrics) if metrics is not None else list(DEFAULT_METRICS))
+    wanted = {r for m in chosen for r in m.roles}
+    if models is None:
+        models = load_models(profile, judge=judge, embedder=embedder, verifier=verifier, device=device,
+                             batch_size=batch_size, roles=wanted or ("judge",))
+    uses_hhem = not models.profile.verifier_is_judge
+    settings = EvalSettings.from_options(verifier="hhem" if uses_hhem else "judge", **options)
+    samples = _samples(data, mapping, limit)
+
+    found = []
+    if calibrations:
+        from offline_eval.calibration import CALIBRATION_FILE, read_calibrations
+
+        for role in sorted(models.roles):
+            folder = models.profile.role(role).path
+            if folder is not None and Path(folder, CALIBRATION_FILE).exists():
+                found += read_calibrations(Path(folder, CALIBRATION_FILE))
+    if cache is True:
+        import os
+
+        cache = Path(os.environ.get("OFFLINE_EVAL_CACHE", DEFAULT_CACHE)).expanduser()
+    store = ResultCache(Path(cache) if cache else None)
+    info = {"dataset": str(data) if isinstance(data, (str, Path)) else type(data).__name__,
+            "profile": models.profile.name, "starter": models.profile.starter, "api": True}
+    try:
+        with tempfile.TemporaryDirectory(prefix="offline-eval-") as tmp:
+            folder = Path(output) if output is not None else Path(tmp)
+            out = run_engine(samples, chosen, models.models, settings, folder, cache=store, aggregate=aggregate,
+                             run_info=info, calibrations=found, overwrite=overwrite,
+                             window=window or DEFAULT_WINDOW)
+            from offline_eval.engine.run_folder import FINGERPRINT
+
+            run = json.loads((folder / FINGERPRINT).read_text(encoding="utf-8"))
+            return EvalResult(out.results, out.summary, run, Path(output) if output is not None else None)
+    finally:
+        store.close()
+
+
+def compare(a: EvalResult | str | Path, b: EvalResult | str | Path) -> Any:
+    """Run b against run a, sample by sample (``offline-eval compare``): a Comparison whose ``metrics``
+    hold each metric's paired difference, interval, p-value and verdict."""
+    from offline_eval.report.compare import compare_runs
+
+    with tempfile.TemporaryDirectory(prefix="offline-eval-compare-") as tmp:
+        folders = []
+        for side, run in (("a", a), ("b", b)):
+            if isinstance(run, EvalResult):
+                folders.append(run.folder if run.folder is not None else run.save(Path(tmp) / side))
+                if run.folder is not None and Path(tmp) in run.folder.parents:
+                    run.folder = None  # a temporary copy, gone after this call
+            else:
+                folders.append(Path(run))
+        return compare_runs(folders[0], folders[1])
