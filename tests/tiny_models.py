@@ -26,32 +26,38 @@ WORDS = ["the", "a", "is", "of", "in", "and", "to", "what", "how", "paris", "fra
          "days", "week", "policy", "staff", "?", ".", ",", ":"]
 
 
-def build_judge(folder: Path, seed: int = 1234) -> Path:
+def build_judge(folder: Path, seed: int = 1234, *, corpus: list[str] | None = None, vocab_size: int = 400,
+                dtype: torch.dtype | None = None, device: str = "cpu", **shape) -> Path:
+    """A Llama-architecture judge; ``shape`` overrides the tiny config (``scripts/device_check.py``
+    builds one of Qwen2.5-7B's size this way), ``corpus`` adds tokenizer training text."""
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
     from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
 
     tok = Tokenizer(models.BPE())
     tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     tok.decoder = decoders.ByteLevel()
-    tok.train_from_iterator(JUDGE_CORPUS, trainer=trainers.BpeTrainer(
-        vocab_size=400, special_tokens=JUDGE_SPECIALS, show_progress=False,
+    tok.train_from_iterator(JUDGE_CORPUS + list(corpus or []), trainer=trainers.BpeTrainer(
+        vocab_size=vocab_size, special_tokens=JUDGE_SPECIALS, show_progress=False,
         initial_alphabet=pre_tokenizers.ByteLevel.alphabet()))
     fast = PreTrainedTokenizerFast(tokenizer_object=tok, bos_token="<s>", eos_token="</s>", pad_token="<pad>",
                                    additional_special_tokens=JUDGE_SPECIALS[3:])
     fast.chat_template = CHAT_TEMPLATE
     torch.manual_seed(seed)
-    config = LlamaConfig(vocab_size=len(fast), hidden_size=64, intermediate_size=128, num_hidden_layers=2,
-                         num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=4096,
-                         initializer_range=0.2, bos_token_id=fast.bos_token_id,
-                         eos_token_id=fast.eos_token_id, pad_token_id=fast.pad_token_id,
-                         tie_word_embeddings=False)
-    LlamaForCausalLM(config).eval().save_pretrained(folder)
+    config = LlamaConfig(**{**dict(vocab_size=len(fast), hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+                                   num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=4096,
+                                   initializer_range=0.2, tie_word_embeddings=False), **shape},
+                         bos_token_id=fast.bos_token_id, eos_token_id=fast.eos_token_id,
+                         pad_token_id=fast.pad_token_id)
+    with torch.device(device):
+        model = LlamaForCausalLM(config)
+    (model.to(dtype) if dtype else model).eval().save_pretrained(folder)
     fast.save_pretrained(folder)
     return folder
 
 
-def build_hhem(folder: Path, seed: int = 0) -> Path:
-    """A T5 classifier saved as HHEM-2.1-Open publishes it (weights prefixed ``t5.``)."""
+def build_hhem(folder: Path, seed: int = 0, *, corpus: list[str] | None = None, **shape) -> Path:
+    """A T5 classifier saved as HHEM-2.1-Open publishes it (weights prefixed ``t5.``); ``shape``
+    overrides the tiny T5 config, ``corpus`` adds words to the tokenizer."""
     from safetensors.torch import save_file
     from tokenizers import Tokenizer, models, pre_tokenizers, processors, trainers
     from transformers import PreTrainedTokenizerFast, T5Config, T5ForTokenClassification
@@ -59,13 +65,14 @@ def build_hhem(folder: Path, seed: int = 0) -> Path:
     tok = Tokenizer(models.WordLevel(unk_token="<unk>"))
     tok.pre_tokenizer = pre_tokenizers.Whitespace()
     tok.train_from_iterator(["Determine if the hypothesis is true given premise ? Premise : Hypothesis . ,",
-                             " ".join(WORDS)], trainers.WordLevelTrainer(special_tokens=["<pad>", "</s>", "<unk>"]))
+                             " ".join(WORDS), *(corpus or [])],
+                            trainers.WordLevelTrainer(special_tokens=["<pad>", "</s>", "<unk>"]))
     tok.post_processor = processors.TemplateProcessing(
         single="$A </s>", special_tokens=[("</s>", tok.token_to_id("</s>"))])
     fast = PreTrainedTokenizerFast(tokenizer_object=tok, pad_token="<pad>", eos_token="</s>", unk_token="<unk>")
     torch.manual_seed(seed)
-    config = T5Config(vocab_size=len(fast), d_model=32, d_kv=8, d_ff=64, num_layers=2, num_heads=4,
-                      feed_forward_proj="gated-gelu", tie_word_embeddings=False, num_labels=2,
+    config = T5Config(**{**dict(vocab_size=len(fast), d_model=32, d_kv=8, d_ff=64, num_layers=2, num_heads=4),
+                         **shape}, feed_forward_proj="gated-gelu", tie_word_embeddings=False, num_labels=2,
                       pad_token_id=0, eos_token_id=1)
     model = T5ForTokenClassification(config).eval()
     with torch.no_grad():
@@ -79,18 +86,22 @@ def build_hhem(folder: Path, seed: int = 0) -> Path:
     return folder
 
 
-def build_embedder(folder: Path, seed: int = 0) -> Path:
+def build_embedder(folder: Path, seed: int = 0, *, words: list[str] | None = None, **shape) -> Path:
+    """A BERT sentence-transformers folder; ``shape`` overrides the tiny config, ``words`` extend the
+    vocabulary."""
     from sentence_transformers import SentenceTransformer
     from transformers import BertConfig, BertModel, BertTokenizer
 
     raw = folder.parent / (folder.name + "-raw")
     raw.mkdir(parents=True, exist_ok=True)
     vocab = raw / "vocab.txt"
-    vocab.write_text("\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *WORDS]) + "\n")
+    vocabulary = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *dict.fromkeys(WORDS + list(words or []))]
+    vocab.write_text("\n".join(vocabulary) + "\n")
     BertTokenizer(vocab_file=str(vocab)).save_pretrained(raw)
     torch.manual_seed(seed)
-    BertModel(BertConfig(vocab_size=len(WORDS) + 5, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
-                         intermediate_size=64, max_position_embeddings=512)).save_pretrained(raw)
+    BertModel(BertConfig(**{**dict(vocab_size=len(vocabulary), hidden_size=32, num_hidden_layers=2,
+                                   num_attention_heads=4, intermediate_size=64, max_position_embeddings=512),
+                            **shape})).save_pretrained(raw)
     SentenceTransformer(str(raw), device="cpu", local_files_only=True).save(str(folder))
     return folder
 
