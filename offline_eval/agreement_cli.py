@@ -13,7 +13,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from offline_eval.cli_models import HelpFormatter, add_cache_arguments, add_model_arguments
+from offline_eval.cli_models import HelpFormatter, add_cache_arguments, add_model_arguments, positive_int
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -33,7 +33,7 @@ def _add_labelled_data(p: argparse.ArgumentParser) -> None:
     data.add_argument("--dataset", required=True, help="any dataset `run` reads")
     data.add_argument("--map", dest="mapping", metavar="FIELD=PATH,...",
                       help="column mapping, e.g. question=message,contexts=knowledge")
-    data.add_argument("--limit", type=int, help="use only the first N rows")
+    data.add_argument("--limit", type=positive_int, help="use only the first N rows")
     data.add_argument("--labels", required=True, metavar="FIELD", help="column holding the human label")
     data.add_argument("--positive", nargs="+", metavar="VALUE",
                       help="label values that mean 1 (other strings mean 0); numeric labels need none")
@@ -43,12 +43,12 @@ def _add_labelled_data(p: argparse.ArgumentParser) -> None:
 def _add_scoring(p: argparse.ArgumentParser, what: argparse._ArgumentGroup) -> None:
     what.add_argument("--metric", required=True, help="metric name (`offline-eval metrics`)")
     what.add_argument("--verdicts", choices=["options", "generate"], help="judge verdicts (see `run`)")
-    what.add_argument("--max-tokens", type=int, help="longest judge output, in tokens")
+    what.add_argument("--max-tokens", type=positive_int, help="longest judge output, in tokens")
     what.add_argument("--language", choices=["en", "zh"], help="force the prompt language")
     models = p.add_argument_group("models (as for `run`)")
     add_model_arguments(models)
     models.add_argument("--device", help="cpu, cuda, cuda:0, ...")
-    models.add_argument("--batch-size", type=int, help="batch size of each backend call")
+    models.add_argument("--batch-size", type=positive_int, help="batch size of each backend call")
 
 
 def register(subparsers: Any) -> argparse.ArgumentParser:
@@ -69,7 +69,7 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
     what.add_argument("--threshold", type=float, default=0.5, help="metric value counted as a positive prediction")
     what.add_argument("--value", metavar="KEY",
                       help="use the metric's metadata[KEY] instead of its value (e.g. supported_share)")
-    what.add_argument("--resamples", type=int, help="bootstrap resamples (default: offline_eval.stats, 2000)")
+    what.add_argument("--resamples", type=positive_int, help="bootstrap resamples (default: offline_eval.stats, 2000)")
     what.add_argument("--seed", type=int, help="seed of the bootstrap and of tie splits (default: offline_eval.stats)")
     _add_scoring(p, what)
     out = p.add_argument_group("output")
@@ -90,7 +90,7 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
         formatter_class=HelpFormatter)
     _add_labelled_data(c)
     what = c.add_argument_group("calibration")
-    what.add_argument("--folds", type=int, default=5, help="folds of the cross-validated balanced accuracy")
+    what.add_argument("--folds", type=positive_int, default=5, help="folds of the cross-validated balanced accuracy")
     what.add_argument("--to", type=Path, metavar="FILE",
                       help="calibration file to write (default: offline-eval-calibration.json in the judge's "
                            "folder, else in the folder of the metric's first model)")

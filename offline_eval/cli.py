@@ -24,7 +24,7 @@ from typing import Any
 from offline_eval import __version__
 from offline_eval.cli_models import (
     HelpFormatter, add_cache_arguments, add_calibration_arguments, add_model_arguments, apply_threads, load_calibrations,
-    load_models, open_cache, profile_overrides,
+    load_models, open_cache, positive_int, profile_overrides,
 )
 
 SUBCOMMAND_MODULES = ("offline_eval.runtime.models_cli", "offline_eval.engine.cache_cli", "offline_eval.retrieval.cli",
@@ -56,14 +56,15 @@ def add_run_parser(subparsers: Any) -> argparse.ArgumentParser:
     p = subparsers.add_parser(
         "run", help="score a dataset with Ragas and RAGEval metrics on local models",
         description="Score every sample of a dataset. Each stage (claim extraction, verification, "
-                    "question regeneration, embedding) is batched across the whole dataset; results are "
-                    "written as samples finish, and rerunning the same command resumes a killed run.",
+                    "question regeneration, embedding) is batched across a window of rows (--window); each "
+                    "window's results are written when it finishes, and rerunning the same command resumes a "
+                    "killed run. One run at a time per output folder.",
         formatter_class=HelpFormatter)
     data = p.add_argument_group("data")
     data.add_argument("--dataset", help="JSONL, JSON, CSV/TSV, Parquet or a `datasets` save_to_disk folder")
     data.add_argument("--map", dest="mapping", metavar="FIELD=PATH,...",
                       help="column mapping with dotted paths, e.g. question=query.content,answer=prediction.content")
-    data.add_argument("--limit", type=int, help="score only the first N rows")
+    data.add_argument("--limit", type=positive_int, help="score only the first N rows")
     data.add_argument("--skip-bad-rows", action="store_true",
                       help="read past malformed rows (invalid JSON, wrong types, duplicate ids) and score the rest; "
                            "each skipped row is listed in summary.json and the report (without it, the first "
@@ -75,8 +76,8 @@ def add_run_parser(subparsers: Any) -> argparse.ArgumentParser:
     what.add_argument("--language", choices=["en", "zh"], help="force the prompt language (default: per sample)")
     what.add_argument("--verdicts", choices=["options", "generate"],
                       help="judge verdicts as P(Yes) from log-probabilities (options) or as JSON with reasons (generate)")
-    what.add_argument("--answer-relevancy-n", type=int, help="questions regenerated per answer (default 3)")
-    what.add_argument("--max-tokens", type=int, help="longest judge output, in tokens (default 768)")
+    what.add_argument("--answer-relevancy-n", type=positive_int, help="questions regenerated per answer (default 3)")
+    what.add_argument("--max-tokens", type=positive_int, help="longest judge output, in tokens (default 768)")
     what.add_argument("--answer-correctness-weights", type=_pair, metavar="F1,SIM",
                       help="weights of answer_correctness' factual F1 and its embedding similarity (default 0.75,0.25)")
     what.add_argument("--weights", type=_weights, metavar="metric=w,...", help="weights of the aggregate")
@@ -95,7 +96,7 @@ def add_run_parser(subparsers: Any) -> argparse.ArgumentParser:
     models = p.add_argument_group("models")
     add_model_arguments(models)
     models.add_argument("--device", help="cpu, cuda, cuda:0, ...")
-    models.add_argument("--batch-size", type=int, help="batch size of each backend call (HHEM, embedder, "
+    models.add_argument("--batch-size", type=positive_int, help="batch size of each backend call (HHEM, embedder, "
                                                        "transformers judge)")
     out = p.add_argument_group("output")
     out.add_argument("--output", type=Path, help="run folder (default: runs/<dataset name>); rerun the same "
@@ -103,7 +104,7 @@ def add_run_parser(subparsers: Any) -> argparse.ArgumentParser:
     out.add_argument("--overwrite", action="store_true",
                      help="when --output holds another run's results, move them into its earlier/ subfolder and "
                           "start afresh (without it such a folder is refused)")
-    out.add_argument("--window", type=int, metavar="ROWS",
+    out.add_argument("--window", type=positive_int, metavar="ROWS",
                      help="rows scored together: every stage is batched across a window, and its results are "
                           "written when it finishes (default 1024)")
     add_cache_arguments(out)
@@ -118,7 +119,7 @@ def add_run_parser(subparsers: Any) -> argparse.ArgumentParser:
                       help="ray: shard the dataset over model replicas on a Ray cluster (default: local)")
     dist.add_argument("--ray-address", help="auto or HOST:PORT of an existing cluster (default: $RAY_ADDRESS, "
                                             "else a private local cluster)")
-    dist.add_argument("--replicas", type=int, help="Ray actors, each with its own models (default: 2)")
+    dist.add_argument("--replicas", type=positive_int, help="Ray actors, each with its own models (default: 2)")
     dist.add_argument("--gpus-per-replica", type=float,
                       help="GPUs per replica (default 0); above 1, the vLLM judge's tensor_parallel_size")
     dist.add_argument("--ray-node-cache", help="per-node cache path on each node, merged into --cache "
@@ -167,6 +168,15 @@ def _load_rubrics(path: Path) -> dict[str, dict[int, str]]:
     text = path.read_text(encoding="utf-8")
     data = tomllib.loads(text) if path.suffix == ".toml" else json.loads(text)
     return {kind: {int(k): str(v) for k, v in table.items()} for kind, table in data.items()}
+
+
+def _run_progress(samples: int, engine: str | None) -> Any:
+    """One line for the whole local run (offline_eval.progress); Ray's driver keeps its samples bar."""
+    if engine == "ray":
+        return _Progress()
+    from offline_eval.progress import RunProgress
+
+    return RunProgress(samples)
 
 
 class _Progress:
@@ -223,7 +233,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         run_info["skipped_rows"] = skipped
     if profile.starter:
         run_info["note"] = starter_note
-    progress = None if args.quiet else _Progress()
+    progress = None if args.quiet else _run_progress(len(samples), args.engine)
 
     def write_report(output: Any) -> None:  # while the run still holds its folder
         if args.no_report:
@@ -252,6 +262,8 @@ def cmd_run(args: argparse.Namespace) -> int:
                           overwrite=args.overwrite, on_close=write_report,
                           **({"window": args.window} if args.window else {}))
     cache.close()
+    if hasattr(progress, "close"):
+        progress.close()
 
     _print_summary(result.summary)
     print(f"results: {result.output_dir / 'results.jsonl'}", file=sys.stderr)

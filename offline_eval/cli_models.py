@@ -15,6 +15,17 @@ from typing import Any
 JUDGE_BACKENDS = ["vllm", "transformers", "openai", "scripted"]
 
 
+def positive_int(text: str) -> int:
+    """argparse type of counts and sizes: a whole number >= 1 (the flag is named by argparse's error)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a whole number >= 1, got {value}")
+    return value
+
+
 class HelpFormatter(argparse.HelpFormatter):
     """Shows a flag's default once: only when it has one and its help does not already say it."""
 
@@ -41,7 +52,7 @@ def add_model_arguments(group: argparse._ArgumentGroup, *, verifier: bool = True
     group.add_argument("--judge", help="judge model folder (or base URL with --judge-backend openai)")
     group.add_argument("--judge-backend", choices=JUDGE_BACKENDS)
     group.add_argument("--judge-model", help="served model name for --judge-backend openai")
-    group.add_argument("--judge-batch-size", type=int, help="judge batch size (default: --batch-size; "
+    group.add_argument("--judge-batch-size", type=positive_int, help="judge batch size (default: --batch-size; "
                                                             "vLLM: the whole stage)")
     if verifier:
         group.add_argument("--verifier", choices=["hhem", "judge"], help="who verifies claims against contexts")

@@ -119,3 +119,11 @@ def test_skip_bad_rows_scores_the_rest_and_lists_each_skipped_row(tmp_path, caps
     assert [(s["row"], s["reason"].split(": ", 1)[1][:20]) for s in summary["run"]["skipped_rows"]] == \
         [(2, "invalid JSON on line"), (3, "duplicate id 'a' (fi")]
     assert "skipped rows" in (tmp_path / "run" / "report.html").read_text(encoding="utf-8")
+
+
+@pytest.mark.parametrize("flag", ["--batch-size", "--window", "--limit", "--max-tokens", "--judge-batch-size"])
+def test_sizes_below_one_are_refused_naming_the_flag(flag, capsys):
+    with pytest.raises(SystemExit) as stop:
+        main(["run", "--dataset", str(EXAMPLES), flag, "0"])
+    assert stop.value.code == 2
+    assert f"argument {flag}: expected a whole number >= 1, got 0" in capsys.readouterr().err

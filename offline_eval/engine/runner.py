@@ -97,9 +97,21 @@ def evaluate(samples: list[Sample], metrics: list[Metric], models: ModelSet, set
         done = folder.open(fingerprint, info, overwrite=overwrite)
         todo = [s for s in samples if s.id not in done]
         engine = Engine(models, cache, progress=progress)
+        windows = -(-len(todo) // window)
+        announce = getattr(progress, "window", None)  # a RunProgress (offline_eval.progress) follows windows
+        counted = getattr(progress, "sample", None)
+
+        def finished(row: dict[str, Any]) -> None:
+            if counted:
+                counted(row)
+            if on_sample:
+                on_sample(row)
+
         for start in range(0, len(todo), window):
+            if announce:
+                announce(start // window, windows)
             rows = _score_window(engine, todo[start:start + window], metrics, settings, aggregate, per_row,
-                                 on_sample)
+                                 finished if (counted or on_sample) else None)
             folder.append(rows)
             engine.forget()  # answers of this window stay in the cache, not in memory
         output = finish_run(folder, samples, names + ([AGGREGATE] if aggregate else []), {

@@ -84,7 +84,8 @@ def run_end_to_end(answer_dir: Path, output: Path, models: ModelSet, settings: E
         raise ValueError(f"no answer datasets in {answer_dir}")
     answered = generate_answers(samples, models, settings, cache=cache, progress=progress)
     run = evaluate(answered, [available[n]() for n in names], models, settings, output / "answer_eval",
-                   cache=cache, progress=progress, run_info={"dataset": str(answer_dir), "end_to_end": True})
+                   cache=cache, progress=progress, run_info={"dataset": str(answer_dir), "end_to_end": True},
+                   overwrite=True)  # part of this benchmark's output: an earlier one is kept in earlier/
     grouped: dict[str, list[dict[str, Any]]] = defaultdict(list)
     for row in run.results:
         grouped[row["sample"]["config"]].append(row)

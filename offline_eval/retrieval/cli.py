@@ -12,6 +12,8 @@ import sys
 from pathlib import Path
 from typing import Any, Sequence
 
+from offline_eval.cli_models import positive_int
+
 EPILOG = """\
 examples:
   offline-eval retrieval --corpus docs/ --queries queries.jsonl --qrels qrels.tsv
@@ -70,7 +72,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--embedder", type=Path, default=None,
                         help="sentence-transformers model folder (default: the starter all-MiniLM-L6-v2)")
     parser.add_argument("--device", default="cpu", help="device for the embedder (default cpu)")
-    parser.add_argument("--batch-size", type=int, default=32, help="embedding batch size (default 32)")
+    parser.add_argument("--batch-size", type=positive_int, default=32, help="embedding batch size (default 32)")
     parser.add_argument("--filter", dest="filters", type=_filter, action="append", default=[],
                         metavar="FIELD=VALUE",
                         help="keep only corpus documents whose FIELD equals VALUE (repeatable)")
@@ -86,10 +88,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     e2e = parser.add_argument_group("end-to-end mode (--answer)")
     e2e.add_argument("--answer-metrics", default="completeness,hallucination,faithfulness",
                      help="metrics scored on the answers (default completeness,hallucination,faithfulness)")
-    e2e.add_argument("--answer-limit", type=int, default=None, help="answer only the first N queries")
+    e2e.add_argument("--answer-limit", type=positive_int, default=None, help="answer only the first N queries")
     from offline_eval.cli_models import add_cache_arguments, add_model_arguments
     add_model_arguments(e2e, embedder=False)
-    e2e.add_argument("--max-tokens", type=int, default=256, help="longest judge output (default 256)")
+    e2e.add_argument("--max-tokens", type=positive_int, default=256, help="longest judge output (default 256)")
     add_cache_arguments(e2e)
     parser.add_argument("--output", type=Path, default=Path("retrieval-results"),
                         help="output folder: tables, per-query file, plot, indexes, caches")

@@ -12,7 +12,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from offline_eval.cli_models import add_cache_arguments, add_model_arguments, apply_threads, load_models, open_cache
+from offline_eval.cli_models import (
+    add_cache_arguments, add_model_arguments, apply_threads, load_models, open_cache, positive_int,
+)
 from offline_eval.testset import QUESTION_TYPES
 
 EPILOG = """\
@@ -83,7 +85,7 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
     models = p.add_argument_group("models (as for `offline-eval run`)")
     add_model_arguments(models, verifier=False, embedder=False)
     models.add_argument("--device", help="cpu, cuda, cuda:0, ...")
-    models.add_argument("--batch-size", type=int, help="judge batch size")
+    models.add_argument("--batch-size", type=positive_int, help="judge batch size")
     out = p.add_argument_group("output")
     add_cache_arguments(out)
     out.add_argument("--rejected", type=Path,
