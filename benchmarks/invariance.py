@@ -29,7 +29,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from _results import write_results  # noqa: E402  (benchmarks/ is the script's folder)
-from throughput import DEFAULT_DATASET, DEFAULT_JUDGE, MODEL_METRICS, build_models, starter_embedder  # noqa: E402
+from throughput import DEFAULT_DATASET, DEFAULT_JUDGE, MODEL_METRICS, bench_setup  # noqa: E402
 
 DECISION_KEYS = {"supported", "useful", "verdict", "relevant", "attributed", "label"}
 
@@ -89,21 +89,10 @@ def main(argv: list[str] | None = None) -> int:
 
     import torch
 
-    torch.set_num_threads(args.threads)
-    from offline_eval.data.readers import read_dataset
     from offline_eval.engine.cache import ResultCache
     from offline_eval.engine.runner import evaluate
-    from offline_eval.metrics import resolve_metrics
-    from offline_eval.metrics.settings import EvalSettings
 
-    args.embedder = args.embedder or starter_embedder()
-    samples = read_dataset(str(args.dataset), None, limit=args.n)
-    metrics, _ = resolve_metrics([m for m in args.metrics.split(",") if m])
-    names = [m.name for m in metrics]
-    roles = {r for m in metrics for r in m.roles}
-    roles = (roles - {"verifier"}) | ({"judge"} if "verifier" in roles else set())
-    models, wrappers, _ = build_models(args, roles)
-    settings = EvalSettings(verifier="judge", verdicts="options", max_tokens=args.max_tokens)
+    samples, metrics, names, settings, models, wrappers = bench_setup(args)
     meta = {"date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
             "machine": f"{platform.platform()}, {os.cpu_count()} CPUs, torch {torch.__version__} "
                        f"({args.threads} threads), python {platform.python_version()}",

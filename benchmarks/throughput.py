@@ -140,6 +140,28 @@ def build_models(args: argparse.Namespace, roles: set[str]):
     return timed, wrappers, profile
 
 
+def bench_setup(args: argparse.Namespace):
+    """What the judge benchmarks share: torch threads, the first N rows, the metrics, the settings
+    (verifier = judge, option verdicts) and the loaded, timed models."""
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+    import torch
+
+    torch.set_num_threads(args.threads)
+    from offline_eval.data.readers import read_dataset
+    from offline_eval.metrics import resolve_metrics
+    from offline_eval.metrics.settings import EvalSettings
+
+    args.embedder = args.embedder or starter_embedder()
+    samples = read_dataset(str(args.dataset), None, limit=args.n)
+    metrics, _ = resolve_metrics([m for m in args.metrics.split(",") if m])
+    roles = {r for m in metrics for r in m.roles}
+    roles = (roles - {"verifier"}) | ({"judge"} if "verifier" in roles else set())
+    settings = EvalSettings(verifier="judge", verdicts="options", max_tokens=args.max_tokens)
+    models, wrappers, _ = build_models(args, roles)
+    return samples, metrics, [m.name for m in metrics], settings, models, wrappers
+
+
 def warm_up(wrappers: dict[str, Timed]) -> None:
     from offline_eval.engine.requests import Embed, Generate, Sampling, ScoreOptions, messages
 
@@ -325,24 +347,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--workdir", type=Path, default=None, help="run folders (default: a temp dir)")
     args = p.parse_args(argv)
 
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-    import torch
-
-    torch.set_num_threads(args.threads)
-    from offline_eval.data.readers import read_dataset
-    from offline_eval.metrics import resolve_metrics
-    from offline_eval.metrics.settings import EvalSettings
-
-    args.embedder = args.embedder or starter_embedder()
-    samples = read_dataset(str(args.dataset), None, limit=args.n)
-    metrics, _ = resolve_metrics([m for m in args.metrics.split(",") if m])
-    names = [m.name for m in metrics]
-    roles = {r for m in metrics for r in m.roles}
-    roles = (roles - {"verifier"}) | ({"judge"} if "verifier" in roles else set())
-    settings = EvalSettings(verifier="judge", verdicts="options", max_tokens=args.max_tokens)
-
-    models, wrappers, _ = build_models(args, roles)
+    samples, metrics, names, settings, models, wrappers = bench_setup(args)
     warm_up(wrappers)
 
     report: dict[str, Any] = {
