@@ -25,8 +25,6 @@ from offline_eval.data.schema import DataError, Sample
 
 __all__ = ["Models", "EvalResult", "load_models", "evaluate", "compare"]
 
-DEFAULT_METRICS = ("faithfulness", "answer_relevancy", "context_precision", "context_recall", "answer_correctness")
-
 
 @dataclass
 class Models:
@@ -89,30 +87,31 @@ class EvalResult:
 
     def save(self, folder: str | Path) -> Path:
         """Write the run folder (results.jsonl, summary.json, run.json), as ``offline-eval run`` does."""
+        out = Path(folder)
+        if self.folder is None or out.resolve() != self.folder.resolve():
+            self._write(out)
+            self.folder = out
+        return out
+
+    def _write(self, out: Path) -> Path:
         from offline_eval.engine.run_folder import FINGERPRINT, RESULTS, SUMMARY
 
-        out = Path(folder)
-        if self.folder is not None and out.resolve() == self.folder.resolve():
-            return out
         out.mkdir(parents=True, exist_ok=True)
         (out / RESULTS).write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in self.rows),
                                    encoding="utf-8")
         (out / SUMMARY).write_text(json.dumps(self.summary, indent=2, ensure_ascii=False), encoding="utf-8")
         (out / FINGERPRINT).write_text(json.dumps(self.run, indent=2, ensure_ascii=False, default=str),
                                        encoding="utf-8")
-        self.folder = out
         return out
 
     def report(self, path: str | Path | None = None) -> Path:
         """Write the self-contained HTML report (default: report.html in the saved folder)."""
         from offline_eval.report.html import write_report
 
-        if self.folder is None:
+        if self.folder is None:  # written beside a temporary copy of the run, then moved out
             with tempfile.TemporaryDirectory(prefix="offline-eval-") as tmp:
-                written = write_report(self.save(tmp))
                 target = Path(path or "report.html")
-                shutil.copyfile(written, target)
-                self.folder = None
+                shutil.copyfile(write_report(self._write(Path(tmp))), target)
                 return target
         written = write_report(self.folder)
         if path is None:
@@ -155,14 +154,14 @@ def evaluate(data: Any, metrics: Iterable[str] | None = None, *, models: Models 
     a path, or False for memory only. ``options``: the run's settings by their names (``verdicts``,
     ``max_tokens``, ``claims``, ``verdict_score``, ``context_window``, ``language``, ...).
     """
-    from offline_eval.cli_models import DEFAULT_CACHE
+    from offline_eval.cli_models import cache_path, calibration_files
     from offline_eval.engine.cache import ResultCache
     from offline_eval.engine.runner import DEFAULT_WINDOW
     from offline_eval.engine.runner import evaluate as run_engine
     from offline_eval.metrics import resolve_metrics
     from offline_eval.metrics.settings import EvalSettings
 
-    chosen, aggregate = resolve_metrics(list(metrics) if metrics is not None else list(DEFAULT_METRICS))
+    chosen, aggregate = resolve_metrics(list(metrics) if metrics is not None else None)
     wanted = {r for m in chosen for r in m.roles}
     if models is None:
         models = load_models(profile, judge=judge, embedder=embedder, verifier=verifier, device=device,
@@ -173,17 +172,10 @@ def evaluate(data: Any, metrics: Iterable[str] | None = None, *, models: Models 
 
     found = []
     if calibrations:
-        from offline_eval.calibration import CALIBRATION_FILE, read_calibrations
+        from offline_eval.calibration import read_calibrations
 
-        for role in sorted(models.roles):
-            folder = models.profile.role(role).path
-            if folder is not None and Path(folder, CALIBRATION_FILE).exists():
-                found += read_calibrations(Path(folder, CALIBRATION_FILE))
-    if cache is True:
-        import os
-
-        cache = Path(os.environ.get("OFFLINE_EVAL_CACHE", DEFAULT_CACHE)).expanduser()
-    store = ResultCache(Path(cache) if cache else None)
+        found = [c for path in calibration_files(models.profile, models.roles) for c in read_calibrations(path)]
+    store = ResultCache(cache_path() if cache is True else Path(cache) if cache else None)
     info = {"dataset": str(data) if isinstance(data, (str, Path)) else type(data).__name__,
             "profile": models.profile.name, "starter": models.profile.starter, "api": True}
     try:
@@ -206,12 +198,7 @@ def compare(a: EvalResult | str | Path, b: EvalResult | str | Path) -> Any:
     from offline_eval.report.compare import compare_runs
 
     with tempfile.TemporaryDirectory(prefix="offline-eval-compare-") as tmp:
-        folders = []
-        for side, run in (("a", a), ("b", b)):
-            if isinstance(run, EvalResult):
-                folders.append(run.folder if run.folder is not None else run.save(Path(tmp) / side))
-                if run.folder is not None and Path(tmp) in run.folder.parents:
-                    run.folder = None  # a temporary copy, gone after this call
-            else:
-                folders.append(Path(run))
+        folders = [Path(run) if not isinstance(run, EvalResult) else
+                   run.folder if run.folder is not None else run._write(Path(tmp) / side)
+                   for side, run in (("a", a), ("b", b))]
         return compare_runs(folders[0], folders[1])

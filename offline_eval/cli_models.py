@@ -99,8 +99,12 @@ def open_cache(args: argparse.Namespace) -> Any:
 
     if getattr(args, "no_cache", False):
         return ResultCache(None)
-    path = getattr(args, "cache", None) or Path(os.environ.get("OFFLINE_EVAL_CACHE", DEFAULT_CACHE))
-    return ResultCache(Path(path).expanduser())
+    return ResultCache(cache_path(getattr(args, "cache", None)))
+
+
+def cache_path(path: str | Path | None = None) -> Path:
+    """The cache file: ``path``, else $OFFLINE_EVAL_CACHE, else the default."""
+    return Path(path or os.environ.get("OFFLINE_EVAL_CACHE", DEFAULT_CACHE)).expanduser()
 
 
 def profile_overrides(args: argparse.Namespace, roles: set[str] | None = None) -> dict[str, Any]:
@@ -141,7 +145,7 @@ def add_calibration_arguments(group: argparse._ArgumentGroup) -> None:
 def load_calibrations(args: argparse.Namespace, profile: Any, roles: set[str]) -> list[Any]:
     """Calibrations a run may apply: those in the model folders of ``roles`` and in --calibration files.
     Each applies only to the metric, models and settings it was fitted for."""
-    from offline_eval.calibration import CALIBRATION_FILE, read_calibrations
+    from offline_eval.calibration import read_calibrations
 
     if getattr(args, "no_calibration", False):
         return []
@@ -149,8 +153,17 @@ def load_calibrations(args: argparse.Namespace, profile: Any, roles: set[str]) -
     for path in files:
         if not path.exists():
             raise ValueError(f"--calibration {path}: no such file")
-    for role in sorted(roles | ({"judge"} if "verifier" in roles else set())):
+    files += calibration_files(profile, roles)
+    return [c for path in dict.fromkeys(files) for c in read_calibrations(path)]
+
+
+def calibration_files(profile: Any, roles: set[str]) -> list[Path]:
+    """The calibration files kept in the model folders of ``roles`` (the judge's when it verifies)."""
+    from offline_eval.calibration import CALIBRATION_FILE
+
+    files = []
+    for role in sorted(set(roles) | ({"judge"} if "verifier" in roles else set())):
         folder = profile.role(role).path
         if folder is not None and Path(folder, CALIBRATION_FILE).exists():
             files.append(Path(folder, CALIBRATION_FILE))
-    return [c for path in dict.fromkeys(files) for c in read_calibrations(path)]
+    return files

@@ -31,7 +31,6 @@ class _Stage:
 
     def update(self, n: int) -> None:
         self.done += n
-        self.run.cost.setdefault(self.description, [0.0, 0])
         self.run._refresh()
 
     def close(self) -> None:

@@ -45,7 +45,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -118,13 +118,19 @@ def read_dataset(
     duplicate ids), appending ``{"source", "row", "reason"}`` for each to this list.
     """
     source = str(path)
+    return samples_from_rows(iter_rows(path, _skipper(skipped, source)), source, mapping, limit=limit,
+                             skipped=skipped)
+
+
+def _skipper(skipped: list[dict[str, Any]] | None, source: str) -> Callable[[DataError], None] | None:
+    """With a ``skipped`` list, a callback recording each bad row in it; without, None (stop at it)."""
+    if skipped is None:
+        return None
 
     def skip(error: DataError) -> None:
-        assert skipped is not None
         skipped.append({"source": error.source or source, "row": error.row, "reason": str(error)})
 
-    return samples_from_rows(iter_rows(path, skip if skipped is not None else None), source, mapping,
-                             limit=limit, skipped=skipped)
+    return skip
 
 
 def samples_from_rows(rows: Iterable[tuple[int, dict[str, Any]]], source: str,
@@ -136,10 +142,7 @@ def samples_from_rows(rows: Iterable[tuple[int, dict[str, Any]]], source: str,
     if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
         raise DataError(f"limit must be a whole number of rows >= 1, got {limit!r}", source=source)
 
-    def skip(error: DataError) -> None:
-        assert skipped is not None
-        skipped.append({"source": error.source or source, "row": error.row, "reason": str(error)})
-
+    skip = _skipper(skipped, source)
     samples: list[Sample] = []
     first_row_of_id: dict[str, int] = {}
     for row_number, row in _take(rows, limit):
@@ -151,7 +154,7 @@ def samples_from_rows(rows: Iterable[tuple[int, dict[str, Any]]], source: str,
                     source=source, row=row_number, field="id",
                 )
         except DataError as error:
-            if skipped is None:
+            if skip is None:
                 raise
             skip(error)
             continue

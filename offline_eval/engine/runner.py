@@ -82,7 +82,8 @@ def evaluate(samples: list[Sample], metrics: list[Metric], models: ModelSet, set
     """Score ``samples`` with ``metrics`` into ``output_dir``, resuming an earlier try of the same run.
 
     ``on_sample(row)`` is called as each sample finishes (its row reaches results.jsonl with the rest of
-    its window); ``on_close(output)`` while the folder is still locked (the CLI writes its report there). ``overwrite``: see :meth:`RunFolder.open`.
+    its window); ``on_close(output)`` while the folder is still locked (the CLI writes its report
+    there). ``overwrite``: see :meth:`RunFolder.open`.
     """
     started = datetime.now(timezone.utc).isoformat(timespec="seconds")
     identities = {role: models.identity(role) for role in sorted({r for m in metrics for r in m.roles})

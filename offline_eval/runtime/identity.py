@@ -37,18 +37,33 @@ class ModelChanged(RuntimeError):
     """A model file's content differs from its manifest's sha256."""
 
 
-def model_files(folder: Path) -> list[Path]:
-    """The files that make a model: everything under ``folder`` except hidden entries and
-    :data:`IGNORED_FILES`, in a stable order. A single file (a ``.gguf``) is its own model."""
-    if folder.is_file():
-        return [folder]
+def sha256_file(path: str | os.PathLike[str]) -> str:
+    """Hex sha256 of one file, read in 1 MiB chunks."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        while chunk := handle.read(_CHUNK):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def list_files(folder: Path) -> list[str]:
+    """Every regular file under ``folder`` as a POSIX relative name, sorted; names with a component
+    starting with "." (``.cache/huggingface`` left by downloads, provenance notes) are skipped."""
     out = []
     for path in folder.rglob("*"):
         rel = path.relative_to(folder)
-        if any(part.startswith(".") for part in rel.parts) or path.name in IGNORED_FILES or not path.is_file():
+        if any(part.startswith(".") for part in rel.parts) or not path.is_file():
             continue
-        out.append(path)
-    return sorted(out, key=lambda p: p.relative_to(folder).as_posix())
+        out.append(rel.as_posix())
+    return sorted(out)
+
+
+def model_files(folder: Path) -> list[Path]:
+    """The files that make a model: :func:`list_files` less :data:`IGNORED_FILES`, in a stable order.
+    A single file (a ``.gguf``) is its own model."""
+    if folder.is_file():
+        return [folder]
+    return [folder / name for name in list_files(folder) if Path(name).name not in IGNORED_FILES]
 
 
 class HashMemo:
@@ -88,11 +103,7 @@ class HashMemo:
             return known
         real = os.path.realpath(path)
         before = os.stat(real)
-        digest = hashlib.sha256()
-        with open(real, "rb") as handle:
-            while chunk := handle.read(_CHUNK):
-                digest.update(chunk)
-        value = digest.hexdigest()
+        value = sha256_file(real)
         if self._state(os.stat(real)) == self._state(before):  # not rewritten while we read it
             try:
                 with self._lock:

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import dataclasses
 import fnmatch
-import hashlib
 import json
 import os
 import re
@@ -31,7 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from offline_eval.runtime.identity import default_memo
+from offline_eval.runtime.identity import default_memo, list_files, sha256_file
 from offline_eval.runtime.profiles import (
     JUDGE_VERIFIES,
     PACKAGE_PREFIX,
@@ -48,27 +47,6 @@ from offline_eval.runtime.profiles import (
 
 
 CHUNK = 1 << 20
-
-
-def sha256_file(path: Path) -> str:
-    """Hex sha256 of one file, read in 1 MiB chunks."""
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        while chunk := handle.read(CHUNK):
-            digest.update(chunk)
-    return digest.hexdigest()
-
-
-def list_files(folder: Path) -> list[str]:
-    """Every regular file under ``folder`` as a POSIX relative name, sorted; names with a component
-    starting with "." (``.cache/huggingface`` left by downloads, provenance notes) are skipped."""
-    out = []
-    for path in folder.rglob("*"):
-        rel = path.relative_to(folder)
-        if any(part.startswith(".") for part in rel.parts) or not path.is_file():
-            continue
-        out.append(rel.as_posix())
-    return sorted(out)
 
 
 def hash_folder(folder: Path) -> dict[str, str]:
