@@ -129,6 +129,24 @@ def test_scores_match_reference_and_batch_size(tiny):
     assert one == pytest.approx(expected, abs=1e-5)
 
 
+def test_scores_on_the_boundary_are_recomputed_alone(tiny, monkeypatch):
+    """A verdict near 0.5 is taken from the input scored alone, so the batch cannot turn it."""
+    from offline_eval.runtime import batch_invariance
+
+    folder, _, _ = tiny
+    rng = random.Random(2)
+    requests = [Classify(premise=_sentence(rng, rng.randint(3, 12)), hypothesis=_sentence(rng, rng.randint(2, 8)))
+                for _ in range(9)]
+    alone = HHEMVerifier(str(folder), batch_size=1).classify(requests)
+    verifier = HHEMVerifier(str(folder), batch_size=4)
+    sizes = []
+    score_batch = verifier._score_batch
+    monkeypatch.setattr(verifier, "_score_batch", lambda w, idx, s: sizes.append(len(idx)) or score_batch(w, idx, s))
+    monkeypatch.setattr(batch_invariance, "UNSURE_MARGIN", 2.0)  # every score counts as on the boundary
+    assert verifier.classify(requests) == alone
+    assert sizes == [4, 1, 1, 1, 1, 4, 1, 1, 1, 1, 1]
+
+
 def test_long_premise_is_windowed_and_scored_by_max(tiny):
     folder, model, tokenizer = tiny
     rng = random.Random(2)

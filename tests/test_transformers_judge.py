@@ -620,37 +620,135 @@ def test_sliding_window_models_take_one_padded_pass(tmp_path: Path) -> None:
     assert judge.generate(reqs) == [(_greedy_reference(judge, r.prompt, 6),) for r in reqs]
 
 
-def test_grouped_decode_attention_equals_sdpa() -> None:
+def _attention_inputs(dtype: torch.dtype, q_len: int, k_len: int) -> tuple[torch.Tensor, ...]:
+    torch.manual_seed(0)
+    query = torch.randn(1, 6, q_len, 16).to(dtype)  # 6 query heads over 2 key/value heads
+    return query, torch.randn(1, 2, k_len, 16).to(dtype), torch.randn(1, 2, k_len, 16).to(dtype)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_row_exact_attention_equals_sdpa(dtype: torch.dtype) -> None:
     from types import SimpleNamespace
 
     from transformers.integrations.sdpa_attention import sdpa_attention_forward
 
-    from offline_eval.runtime.attention import grouped_decode_attention
+    from offline_eval.runtime.batch_invariance import row_exact_attention
+
+    module = SimpleNamespace(num_key_value_groups=3, is_causal=True, training=False)
+    query, key, value = _attention_inputs(dtype, 5, 12)
+    query, key, value = query.expand(3, -1, -1, -1), key.expand(3, -1, -1, -1), value.expand(3, -1, -1, -1)
+    mask = torch.ones(3, 1, 5, 12, dtype=torch.bool).tril(diagonal=12 - 5)
+    mask[1, ..., :4] = False  # left padding
+    mask[2, ..., 3:6] = False  # padding between a shared prefix and a tail
+    tolerance = {"atol": 1e-5, "rtol": 1e-5} if dtype == torch.float32 else {"atol": 0.03, "rtol": 0.03}
+    # No mask: transformers leaves it out only when every query sees every key before it (a square
+    # causal block, or one query).
+    for q, k, v, m in [(query, key, value, mask), (query, key[:, :, :5], value[:, :, :5], None),
+                       (query[:, :, -1:], key, value, None)]:
+        got, _ = row_exact_attention(module, q, k, v, m, scaling=0.25)
+        want, _ = sdpa_attention_forward(module, q, k, v, m, scaling=0.25)
+        assert got.shape == want.shape == (3, q.shape[2], 6, 16)
+        torch.testing.assert_close(got, want, **tolerance)
+
+
+def test_row_exact_attention_gives_a_row_the_same_bits_in_any_layout() -> None:
+    """The batch around a sequence, its left padding, padding inside it and the masked keys after a
+    query (a prefix computed apart from its tail) change no bit of its output (bfloat16, where one
+    changed bit grows layer by layer)."""
+    from types import SimpleNamespace
+
+    from offline_eval.runtime.batch_invariance import row_exact_attention
+
+    module = SimpleNamespace(num_key_value_groups=3)
+    for q_len, k_len in [(1, 37), (7, 40), (16, 300)]:
+        query, key, value = _attention_inputs(torch.bfloat16, q_len, k_len)
+        alone, _ = row_exact_attention(module, query, key, value, None, scaling=0.25)
+        pad = 9
+        noise = torch.randn(1, 2, pad, 16).to(torch.bfloat16)
+        causal = torch.ones(q_len, k_len, dtype=torch.bool).tril(diagonal=k_len - q_len)
+        layouts = {
+            "left padding": (torch.cat([noise, key], 2), torch.cat([noise, value], 2),
+                             torch.cat([torch.zeros(q_len, pad, dtype=torch.bool), causal], 1)),
+            "padding inside": (torch.cat([key[:, :, :5], noise, key[:, :, 5:]], 2),
+                               torch.cat([value[:, :, :5], noise, value[:, :, 5:]], 2),
+                               torch.cat([causal[:, :5], torch.zeros(q_len, pad, dtype=torch.bool),
+                                          causal[:, 5:]], 1)),
+            "masked keys after": (torch.cat([key, noise], 2), torch.cat([value, noise], 2),
+                                  torch.cat([causal, torch.zeros(q_len, pad, dtype=torch.bool)], 1)),
+        }
+        for name, (k, v, m) in layouts.items():
+            other_q, other_k, other_v = _attention_inputs(torch.bfloat16, q_len, k.shape[2])
+            batch_q = torch.cat([other_q * 2, query])
+            batch_k, batch_v = torch.cat([other_k, k]), torch.cat([other_v, v])
+            batch_m = torch.stack([torch.ones_like(m), m])[:, None]
+            got, _ = row_exact_attention(module, batch_q, batch_k, batch_v, batch_m, scaling=0.25)
+            assert torch.equal(got[1], alone[0]), (q_len, k_len, name)
+
+
+def test_linear_layers_take_a_single_row_as_two() -> None:
+    """oneDNN sends a one-row bfloat16 product to a kernel that sums in another order; once patched,
+    a row's output is the same alone as inside any batch."""
+    from offline_eval.runtime.batch_invariance import _two_row_forward
 
     torch.manual_seed(0)
-    module = SimpleNamespace(num_key_value_groups=3, is_causal=True, training=False)
-    batch, kv_heads, length, dim = 4, 2, 9, 8
-    key = torch.randn(batch, kv_heads, length, dim)
-    value = torch.randn(batch, kv_heads, length, dim)
-    mask = torch.ones(batch, 1, 1, length, dtype=torch.bool)
-    mask[0, ..., :3] = False  # left padding of different widths
-    mask[2, ..., :5] = False
-    query = torch.randn(batch, kv_heads * 3, 1, dim)
-    for m in (mask, None):
-        got, _ = grouped_decode_attention(module, query, key, value, m, scaling=0.3)
-        want, _ = sdpa_attention_forward(module, query, key, value, m, scaling=0.3)
-        assert got.shape == want.shape == (batch, 1, kv_heads * 3, dim)
-        torch.testing.assert_close(got, want, atol=1e-5, rtol=1e-5)
-    # Prompt processing (several query positions) is SDPA's own computation.
-    many = torch.randn(batch, kv_heads * 3, 4, dim)
-    causal = torch.ones(batch, 1, 4, length, dtype=torch.bool).tril(diagonal=length - 4)
-    got, _ = grouped_decode_attention(module, many, key, value, causal, scaling=0.3)
-    want, _ = sdpa_attention_forward(module, many, key, value, causal, scaling=0.3)
-    assert torch.equal(got, want)
+    linear = torch.nn.Linear(4864, 896, bias=False).to(torch.bfloat16)
+    linear.forward = _two_row_forward(linear)
+    for _ in range(20):
+        x = torch.randn(5, 1, 4864).to(torch.bfloat16)
+        x = torch.nn.functional.silu(x) * x  # what the MLP's down projection receives
+        assert torch.equal(linear(x[:1]), linear(x)[:1])
+        assert linear(x[0, 0]).shape == (896,)
 
 
-def test_judge_uses_grouped_decode_attention(judge: TransformersJudge) -> None:
-    from offline_eval.runtime.attention import NAME
+def test_left_aligned_moves_padding_to_the_left() -> None:
+    from offline_eval.runtime.transformers_judge import _cache_from_tensors, _cache_tensors, _left_aligned
+
+    keys = torch.arange(2 * 1 * 6 * 1, dtype=torch.float32).view(2, 1, 6, 1)
+    mask = torch.tensor([[1, 1, 0, 0, 1, 1], [0, 1, 1, 1, 1, 1]])
+    cache, aligned = _left_aligned(_cache_from_tensors([(keys, keys + 100)]), mask)
+    assert aligned.tolist() == [[0, 0, 1, 1, 1, 1], [0, 1, 1, 1, 1, 1]]
+    (k, v), = _cache_tensors(cache)
+    assert k[0, 0, 2:, 0].tolist() == [0.0, 1.0, 4.0, 5.0]  # real positions kept in order
+    assert torch.equal(k[1], keys[1]) and torch.equal(v, k + 100)
+
+
+def test_bfloat16_judge_gives_the_same_bits_at_any_batch_size(model_dir: Path) -> None:
+    """Verdicts sharing contexts, scored one by one, in batches of 3 and all at once (shared prefixes,
+    length buckets, stitched caches), and greedy completions: equal to the last bit in bfloat16."""
+    prompts = _verdict_prompts() + PROMPTS
+    options = [ScoreOptions(prompt=p, options=("Yes", "No")) for p in prompts]
+    gens = [Generate(prompt=p, sampling=Sampling(max_tokens=8)) for p in prompts]
+    judge = TransformersJudge(str(model_dir), batch_size=1, dtype="bfloat16")
+    alone_options, alone_text = judge.score_options(options), judge.generate(gens)
+    for size in (3, 16):
+        judge.batch_size = size
+        assert judge.score_options(options) == alone_options
+        assert judge.generate(gens) == alone_text
+    assert len({round(r["Yes"], 6) for r in alone_options}) > 3
+    assert len(set(alone_text)) > 3
+
+
+def test_verdicts_on_the_boundary_are_recomputed_alone(model_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from offline_eval.runtime import batch_invariance
+    from offline_eval.runtime.batch_invariance import on_boundary
+
+    assert on_boundary({"Yes": 0.50004, "No": 0.49996}) and on_boundary(0.50004)
+    assert not on_boundary({"Yes": 0.6, "No": 0.4}) and not on_boundary(0.6)
+    assert not on_boundary({"Yes": 1.0})
+    reqs = [ScoreOptions(prompt=p, options=("Yes", "No")) for p in _verdict_prompts()]
+    judge = TransformersJudge(str(model_dir), batch_size=4)
+    sizes: list[int] = []
+    prefill = judge._prefill
+    monkeypatch.setattr(judge, "_prefill", lambda seqs, keep_cache: sizes.append(len(seqs)) or prefill(seqs, keep_cache))
+    monkeypatch.setattr(batch_invariance, "UNSURE_MARGIN", 2.0)  # every verdict counts as unsure
+    got = judge.score_options(reqs)
+    assert sizes.count(1) == len(reqs) and sizes.count(4) == math.ceil(len(reqs) / 4)
+    judge.batch_size = 1
+    assert got == judge.score_options(reqs)
+
+
+def test_judge_uses_batch_invariant_kernels(judge: TransformersJudge) -> None:
+    from offline_eval.runtime.batch_invariance import NAME
 
     assert judge.model.config.num_key_value_heads < judge.model.config.num_attention_heads
     assert judge.model.config._attn_implementation == NAME

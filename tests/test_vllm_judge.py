@@ -112,6 +112,35 @@ def test_option_token_rule_shared_with_transformers() -> None:
     assert chat.option_token_ids(Tok(), ("Yes", "No")) == {"Yes": (0,), "No": (1,)}  # bare space skipped
 
 
+@pytest.mark.skipif(HAS_VLLM, reason="vllm is installed here: the real engine test covers it")
+@pytest.mark.parametrize("batch_invariant", [True, False])
+def test_batch_invariant_kernels_are_asked_for_before_vllm_loads(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, batch_invariant: bool) -> None:
+    """vLLM reads VLLM_BATCH_INVARIANT when it is imported: the backend sets it first (a stand-in
+    ``vllm`` package records what the engine saw), unless the manifest turns it off."""
+    from tests.test_transformers_judge import _build_tokenizer
+
+    _build_tokenizer().save_pretrained(tmp_path)
+    seen: dict[str, object] = {}
+
+    class FakeLLM:
+        def __init__(self, **kwargs: object) -> None:
+            seen["env"] = __import__("os").environ.get("VLLM_BATCH_INVARIANT")
+            self.llm_engine = SimpleNamespace(model_config=SimpleNamespace(max_model_len=128))
+
+    fake = SimpleNamespace(LLM=FakeLLM, sampling_params=SimpleNamespace())
+    monkeypatch.setitem(sys.modules, "vllm", fake)
+    monkeypatch.setitem(sys.modules, "vllm.sampling_params", fake.sampling_params)
+    monkeypatch.setenv("VLLM_BATCH_INVARIANT", "")  # remembered, so the test leaves the environment as it was
+    monkeypatch.delenv("VLLM_BATCH_INVARIANT")
+    judge = vllm_judge.VLLMJudge(str(tmp_path), batch_invariant=batch_invariant)
+    assert seen["env"] == ("1" if batch_invariant else None)
+    assert judge.batch_invariant is batch_invariant
+    assert judge.identity.endswith(":batch-invariant") is batch_invariant
+    monkeypatch.setenv("VLLM_BATCH_INVARIANT", "0")  # the user's own setting wins
+    assert not vllm_judge.VLLMJudge(str(tmp_path), batch_invariant=True).batch_invariant
+
+
 # ------------------------------------------------------------------------------------------------
 # real engine: needs vLLM and an NVIDIA GPU
 

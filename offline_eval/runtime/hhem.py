@@ -31,6 +31,7 @@ from typing import Any, Sequence
 import torch
 
 from offline_eval.engine.requests import Classify
+from offline_eval.runtime.batch_invariance import on_boundary
 from offline_eval.runtime.identity import content_fingerprint
 
 log = logging.getLogger(__name__)
@@ -348,22 +349,31 @@ class HHEMVerifier:
         with torch.inference_mode():
             for b in range(0, len(order), self.batch_size):
                 idx = order[b : b + self.batch_size]
-                enc = self.tokenizer(
-                    [windows[i].text for i in idx],
-                    padding="longest",
-                    truncation=False,
-                    return_tensors="pt",
-                )
-                # The attention mask comes from the tokenizer: the prompt's leading "<pad>" is a real
-                # token (id = pad id) and must stay visible.
-                logits = self.model(
-                    input_ids=enc["input_ids"].to(self.device),
-                    attention_mask=enc["attention_mask"].to(self.device),
-                ).logits[:, 0, :]
-                probs = torch.softmax(logits.float(), dim=-1)[:, 1].cpu().tolist()
-                for i, p in zip(idx, probs):
-                    scores[i] = float(p)
+                self._score_batch(windows, idx, scores)
+                # A score on the 0.5 boundary is recomputed alone: padding and the batch's shape may
+                # move float32 results in their last bits, never a verdict (issue #20).
+                for i in idx if len(idx) > 1 else ():
+                    if on_boundary(scores[i]):
+                        self._score_batch(windows, [i], scores)
         return scores
+
+    def _score_batch(self, windows: Sequence[_Window], idx: Sequence[int], scores: list[float]) -> None:
+        """P(consistent) of the windows ``idx`` (one padded forward pass), into ``scores``."""
+        enc = self.tokenizer(
+            [windows[i].text for i in idx],
+            padding="longest",
+            truncation=False,
+            return_tensors="pt",
+        )
+        # The attention mask comes from the tokenizer: the prompt's leading "<pad>" is a real
+        # token (id = pad id) and must stay visible.
+        logits = self.model(
+            input_ids=enc["input_ids"].to(self.device),
+            attention_mask=enc["attention_mask"].to(self.device),
+        ).logits[:, 0, :]
+        probs = torch.softmax(logits.float(), dim=-1)[:, 1].cpu().tolist()
+        for i, p in zip(idx, probs):
+            scores[i] = float(p)
 
     def classify(self, requests: Sequence[Classify]) -> list[float]:
         """P(hypothesis supported by premise) per request: the max over its premise windows."""

@@ -56,7 +56,7 @@ BACKEND_OPTIONS: dict[str, dict[str, frozenset[str]]] = {
         "transformers": frozenset({"dtype", "max_model_len", "max_new_tokens", "batch_size"}),
         "vllm": frozenset(
             {"tensor_parallel_size", "gpu_memory_utilization", "max_model_len", "dtype", "seed", "top_logprobs",
-             "batch_size"}
+             "batch_size", "batch_invariant"}
         ),
         "openai": frozenset(
             {"base_url", "model", "max_concurrency", "api_key", "timeout", "max_retries", "retry_backoff",

@@ -27,8 +27,9 @@ BACKENDS: dict[str, dict[str, tuple[str, str, str | None]]] = {
 
 # backend name -> revision of its outputs, bumped when the same model and request give a different
 # answer than before, so cached answers of the old code are not reused (the revision is part of the
-# cache identity; absent means 1). transformers 2: option logits in float32.
-REVISIONS: dict[str, int] = {"transformers": 2}
+# cache identity; absent means 1). transformers 2: option logits in float32; 3: attention computed
+# row by row, the same whatever the batch (issue #20).
+REVISIONS: dict[str, int] = {"transformers": 3}
 
 
 def backend_class(role: str, name: str) -> type:

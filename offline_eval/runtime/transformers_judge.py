@@ -40,8 +40,12 @@ Design points (see also :mod:`offline_eval.runtime.chat` for prompt and option r
   :meth:`TransformersJudge.batch_order` lets the engine put prompts that share a prefix into the
   same batch. Models whose cache is not plain full attention (sliding windows) run each batch as
   one padded pass.
-* **Decode attention** of grouped-query models reads the cache without expanding it per query head
-  (:mod:`offline_eval.runtime.attention`).
+* **The same bits whatever the batch** (bfloat16 on a CPU): attention computed sequence by sequence
+  over its own keys and linear layers that never run on a single row
+  (:mod:`offline_eval.runtime.batch_invariance`), so a verdict or a completion does not depend on the
+  requests batched with it, on the shared prefixes found among them, or on the batch size. Option
+  probabilities of two options closer than ``batch_invariance.UNSURE_MARGIN`` are recomputed with the prompt alone,
+  which settles the float32 case too.
 """
 
 from __future__ import annotations
@@ -53,7 +57,7 @@ from typing import Any, NamedTuple
 
 from offline_eval.engine.requests import Generate, ScoreOptions
 from offline_eval.runtime import chat
-from offline_eval.runtime.attention import use_grouped_decode_attention
+from offline_eval.runtime.batch_invariance import on_boundary, use_batch_invariant_kernels
 from offline_eval.runtime.base import BackendUnavailable
 from offline_eval.runtime.identity import content_fingerprint
 
@@ -168,6 +172,24 @@ def _cache_from_tensors(layers: Sequence[tuple[Any, Any]]) -> Any:
     return DynamicCache(ddp_cache_data=layers)
 
 
+def _left_aligned(cache: Any, mask: Any) -> tuple[Any, Any]:
+    """The cache and mask with each row's real positions moved to the end, in order.
+
+    A batch stitched from a shared prefix and tails reads ``[padding][prefix][padding][tail]``; once
+    the padding is all on the left, each row's keys are one contiguous run, which the attention reads
+    in place at every decoding step (:mod:`offline_eval.runtime.batch_invariance`)."""
+    import torch
+
+    if bool((mask[:, 1:] >= mask[:, :-1]).all()):
+        return cache, mask
+    order = torch.sort(mask, dim=1, stable=True).indices  # padding (0) first, real positions in order
+    layers = []
+    for keys, values in _cache_tensors(cache):
+        index = order[:, None, :, None].expand(-1, keys.shape[1], -1, keys.shape[3])
+        layers.append((keys.gather(2, index), values.gather(2, index)))
+    return _cache_from_tensors(layers), mask.gather(1, order)
+
+
 class _Prefill(NamedTuple):
     logits: Any  # (B, vocab), last position, model dtype
     hidden: Any  # (B, hidden): what the output layer received at the last position
@@ -247,7 +269,7 @@ class TransformersJudge:
         )
         self.model.to(self.device)
         self.model.eval()
-        use_grouped_decode_attention(self.model)
+        use_batch_invariant_kernels(self.model)
         self._head = self.model.get_output_embeddings()
         self._head_input: Any = None  # set by the hook on every forward pass
         if self._head is not None:
@@ -317,8 +339,10 @@ class TransformersJudge:
         coarse = logits.index_select(1, index).float()
         if hidden is None or getattr(self._head, "weight", None) is None:
             return coarse
-        weight = self._head.weight.index_select(0, index).float()
-        exact = hidden.float() @ weight.T
+        weight = self._head.weight.index_select(0, index).float().T
+        # One product per row: a float32 matrix product may pick its kernel by the number of rows,
+        # and a row's logits must not depend on the rows batched with it.
+        exact = torch.cat([row @ weight for row in hidden.float().split(1)])
         bias = getattr(self._head, "bias", None)
         if bias is not None:
             exact = exact + bias.index_select(0, index).float()
@@ -494,6 +518,8 @@ class TransformersJudge:
         closers = self._json_closers() if any(r.stop_at_json_end for r in rows) else frozenset()
         with torch.inference_mode():
             logits, _, cache, mask, positions = self._prefill([r.ids for r in rows], keep_cache=True)
+            if self._ragged:
+                cache, mask = _left_aligned(cache, mask)
             alive = list(range(len(rows)))  # batch position -> row; finished rows leave the batch
             for _ in range(steps):
                 logits = logits.float()
@@ -567,22 +593,30 @@ class TransformersJudge:
 
     def score_options(self, requests: Sequence[ScoreOptions]) -> list[dict[str, float]]:
         """P(option) as the next token after the prompt, normalised over the options (see the
-        module docstring: option logits in float32)."""
+        module docstring: option logits in float32; a verdict on its decision boundary is
+        recomputed alone)."""
         import torch
 
         option_ids = [self._options(tuple(req.options)) for req in requests]
         prompts = [self._encode(i, req.prompt, room=0) for i, req in enumerate(requests)]
         order = sorted(range(len(requests)), key=lambda i: prompts[i])  # shared prefixes side by side
         results: list[dict[str, float]] = [{} for _ in requests]
+
+        def score(chunk: list[int]) -> None:
+            out = self._prefill([prompts[i] for i in chunk], keep_cache=False)
+            tokens = sorted({t for i in chunk for toks in option_ids[i].values() for t in toks})
+            column = {t: c for c, t in enumerate(tokens)}
+            rows = self._option_logits(out.hidden, out.logits, tokens).cpu().tolist()
+            for i, row in zip(chunk, rows):
+                per_option = {option: chat.logsumexp(row[column[t]] for t in toks)
+                              for option, toks in option_ids[i].items()}
+                results[i] = chat.normalise_logprobs(per_option)
+
         with torch.inference_mode():
             for start in range(0, len(order), self.batch_size):
                 chunk = order[start:start + self.batch_size]
-                out = self._prefill([prompts[i] for i in chunk], keep_cache=False)
-                tokens = sorted({t for i in chunk for toks in option_ids[i].values() for t in toks})
-                column = {t: c for c, t in enumerate(tokens)}
-                rows = self._option_logits(out.hidden, out.logits, tokens).cpu().tolist()
-                for i, row in zip(chunk, rows):
-                    per_option = {option: chat.logsumexp(row[column[t]] for t in toks)
-                                  for option, toks in option_ids[i].items()}
-                    results[i] = chat.normalise_logprobs(per_option)
+                score(chunk)
+                for i in chunk if len(chunk) > 1 else ():
+                    if on_boundary(results[i]):
+                        score([i])
         return results

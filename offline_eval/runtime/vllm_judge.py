@@ -20,6 +20,11 @@ This module imports without vLLM; constructing :class:`VLLMJudge` without it rai
   (:func:`chat.option_token_ids`), summed per option and normalised. An option none of whose tokens
   is in the top-k gets the smallest listed log-prob (an upper bound on its true value); if no option
   is listed the result is uniform.
+* **Batch invariance**: vLLM's batch-invariant kernels (``VLLM_BATCH_INVARIANT=1``, vLLM >= 0.11, NVIDIA
+  compute capability >= 8.0) are switched on before vLLM is imported, so a request's completion and
+  option probabilities do not depend on the requests that share its batch (issue #20).
+  ``batch_invariant=False`` (a manifest option) leaves vLLM's faster default kernels; a
+  ``VLLM_BATCH_INVARIANT`` already set in the environment wins either way.
 * **Device**: ``"cuda"`` or ``"cuda:N"``. vLLM has no device argument; with ``"cuda:N"`` and
   ``tensor_parallel_size == 1`` the engine is pinned to the N-th visible GPU through
   ``CUDA_VISIBLE_DEVICES`` while it starts (vLLM's engine core runs in a child process that inherits
@@ -160,7 +165,10 @@ class VLLMJudge:
         dtype: str = "auto",
         seed: int = 0,
         top_logprobs: int = 20,
+        batch_invariant: bool = True,
     ) -> None:
+        if batch_invariant:
+            os.environ.setdefault("VLLM_BATCH_INVARIANT", "1")  # read by vLLM when it is imported
         try:
             import vllm
             from vllm import sampling_params as vllm_sampling_params
@@ -209,7 +217,8 @@ class VLLMJudge:
             self.llm = vllm.LLM(**engine_args)
         self.max_model_len = max_model_len or self._engine_max_len()
         self.batch_size = int(batch_size)
-        self.identity = f"vllm:{content_fingerprint(source)}:{dtype}"
+        self.batch_invariant = os.environ.get("VLLM_BATCH_INVARIANT", "0") not in ("", "0")
+        self.identity = f"vllm:{content_fingerprint(source)}:{dtype}" + (":batch-invariant" if self.batch_invariant else "")
         self._option_cache: dict[tuple[str, ...], dict[str, tuple[int, ...]]] = {}
 
     def _engine_max_len(self) -> int | None:

@@ -1,0 +1,154 @@
+"""Kernels that give a sequence the same result whatever the sequences batched with it.
+
+A sample's score must not change with the batch it lands in (issue #20). In a bfloat16 model every
+intermediate value is rounded to 8 bits of mantissa, so two computations that differ in the last bit
+of one sum drift apart layer after layer: on the bench judge, P(Yes) for one verdict moved by up to
+0.02 between a batch of 64 and the same prompt alone, and greedy decoding took another word. Two
+kernels were the cause, measured on a CPU (torch 2.13, oneDNN):
+
+* **Attention.** PyTorch's fused attention reduces over the key axis in blocks whose boundaries move
+  with the number of keys, so a row's result changes with the left padding a batch adds, with the
+  masked keys after a query (a prompt split into a shared prefix and a tail sees fewer of them than
+  the same prompt in one pass), and with where a sequence starts in the cache. Here each sequence of
+  a batch attends on its own: its real keys are cut out of the padded cache (a view when they are
+  contiguous, as they are while decoding), queries are grouped per key/value head (no per-head copy
+  of the cache for grouped-query models), scores are computed in the model's dtype with a float32
+  softmax — what transformers' eager attention does — and the product with the values again in the
+  model's dtype. On this path a query's output depends only on the keys before it: keys masked after
+  it contribute exact zeros at the end of the reduction, which these products leave bit for bit
+  unchanged.
+* **A linear layer on one row.** A bfloat16 matrix product gives every row the same bits whatever
+  the number of rows, except for a single row, which oneDNN sends to a kernel that sums in another
+  order (seen on the 4864-wide input of the MLP's down projection: one decoding step in four). A
+  linear layer handed one row computes two copies of it instead.
+
+So a prompt gives the same bits at batch size 1 or 64, in one pass or as a shared prefix and a tail,
+and greedy decoding gives the same tokens (``tests/test_transformers_judge.py`` checks each layout and
+the whole judge). The guarantee needs matrix products whose rows do not interact beyond that: float32
+products on MKL pick their kernels by shape and stay within about 1e-7, which is why the judge also
+recomputes alone any verdict that sits on its decision boundary. The attention is registered under
+its own name with SDPA's mask format, so the model builds the same boolean masks as for ``"sdpa"``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+NAME = "offline_eval_row_exact"
+
+# Two options whose probabilities are closer than this are recomputed with the input alone, so a
+# verdict cannot fall on the other side of its boundary because of the batch it was computed in
+# (float32 matrix products may differ in the last bits from one batch shape to another).
+UNSURE_MARGIN = 1e-4
+
+
+def on_boundary(probs: Any, margin: float | None = None) -> bool:
+    """Whether the two most likely options (a dict option -> probability, or one probability of a
+    two-way choice) are within ``margin`` (default :data:`UNSURE_MARGIN`) of each other: a verdict
+    the last bits of a computation could turn."""
+    margin = UNSURE_MARGIN if margin is None else margin
+    values = [probs, 1.0 - probs] if isinstance(probs, float) else list(probs.values())
+    top = sorted(values, reverse=True)[:2]
+    return len(top) == 2 and top[0] - top[1] < margin
+_registered = False
+
+# The per-row layout (which keys are real, which of them each query must not see) is the same in
+# every layer of one forward pass: it is computed once per mask object.
+_layout_memo: list[Any] = [None, None]
+
+
+def _row_layouts(mask: Any, batch: int, q_len: int, k_len: int, device: Any) -> list[tuple[Any, Any]]:
+    """Per row: the index of its real keys (a slice when they are contiguous) and a boolean
+    ``(q_len, n_keys)`` tensor, True where a query must not see a key (None when every query sees
+    every key).
+
+    A row's real keys are those some query attends to; a padding query that sees nothing is pointed
+    at the first key, so no row of the softmax is empty (its output is never read)."""
+    import torch
+
+    if mask is None:  # no padding: plain causal attention over every key
+        hidden = None
+        if q_len > 1:
+            hidden = ~torch.ones((q_len, k_len), dtype=torch.bool, device=device).tril(k_len - q_len)
+        return [(slice(None), hidden)] * batch
+    if _layout_memo[0] is mask:
+        return _layout_memo[1]
+    layouts = []
+    for b in range(batch):
+        rows = mask[b if mask.shape[0] > 1 else 0, 0]  # (q_len, k_len), True = attend
+        at_keys = rows.any(0).nonzero().squeeze(1)
+        first, n = int(at_keys[0]) if len(at_keys) else 0, len(at_keys)
+        at: Any = slice(first, first + n) if n and int(at_keys[-1]) == first + n - 1 else at_keys
+        own = rows[:, at] if isinstance(at, slice) else rows.index_select(1, at)
+        if bool(own.all()):
+            layouts.append((at, None))
+            continue
+        own = own.clone()
+        own[~own.any(1), 0] = True
+        layouts.append((at, ~own))
+    _layout_memo[0], _layout_memo[1] = mask, layouts
+    return layouts
+
+
+def row_exact_attention(module: Any, query: Any, key: Any, value: Any, attention_mask: Any,
+                        scaling: float | None = None, dropout: float = 0.0, **kwargs: Any) -> tuple[Any, None]:
+    """``(batch, q_len, heads, head_dim)`` attention output, as transformers' attention functions
+    return, each row computed as if it were alone (see the module docstring)."""
+    import torch
+
+    batch, heads, q_len, dim = query.shape
+    kv_heads, k_len = key.shape[1], key.shape[2]
+    groups = heads // kv_heads
+    scale = scaling if scaling is not None else dim ** -0.5
+    if attention_mask is not None and attention_mask.dtype != torch.bool:
+        raise TypeError(f"{NAME} expects a boolean attention mask, got {attention_mask.dtype}")
+    out = query.new_empty((batch, q_len, heads, dim))
+    scaled = query * scale  # like eager attention's scaled scores; exact when the scale is a power of 2
+    for b, (at, hidden) in enumerate(_row_layouts(attention_mask, batch, q_len, k_len, query.device)):
+        k = key[b:b + 1, :, at] if isinstance(at, slice) else key[b:b + 1].index_select(2, at)
+        v = value[b:b + 1, :, at] if isinstance(at, slice) else value[b:b + 1].index_select(2, at)
+        q = scaled[b:b + 1].reshape(1, kv_heads, groups * q_len, dim)  # query head h = kv head h // groups
+        scores = torch.matmul(q, k.transpose(-1, -2)).view(1, kv_heads, groups, q_len, -1).float()
+        if hidden is not None:
+            scores.masked_fill_(hidden, float("-inf"))
+        probs = torch.softmax(scores, dim=-1).to(v.dtype)
+        rows = torch.matmul(probs.view(1, kv_heads, groups * q_len, -1), v)
+        out[b] = rows.view(heads, q_len, dim).transpose(0, 1)
+    return out, None
+
+
+def _two_row_forward(linear: Any) -> Any:
+    import torch
+
+    forward = linear.forward
+
+    def two_rows(x: Any) -> Any:
+        if x.numel() != x.shape[-1]:
+            return forward(x)
+        # One row: compute two copies, so the kernel is the one every batch gets.
+        return forward(torch.cat([x.reshape(1, -1)] * 2))[:1].reshape(*x.shape[:-1], -1)
+
+    return two_rows
+
+
+def use_batch_invariant_kernels(model: Any) -> bool:
+    """Switch a model to the attention above and make its linear layers take every single row as two
+    (see the module docstring). The attention needs a model running on transformers' SDPA; for any
+    other implementation only the linear layers change and False is returned."""
+    global _registered
+    import torch
+
+    for module in model.modules():
+        if isinstance(module, torch.nn.Linear):
+            module.forward = _two_row_forward(module)
+    if getattr(model.config, "_attn_implementation", None) != "sdpa":
+        return False
+    if not _registered:
+        from transformers import AttentionInterface
+        from transformers.masking_utils import AttentionMaskInterface, sdpa_mask
+
+        AttentionInterface.register(NAME, row_exact_attention)
+        AttentionMaskInterface.register(NAME, sdpa_mask)
+        _registered = True
+    model.set_attn_implementation(NAME)
+    return True
