@@ -16,6 +16,10 @@ if ! .venv/bin/python -c "import offline_eval, pytest, datasets, ranx, ray" 2>/d
   .venv/bin/python -m pip install -q -e '.[dev,starter]'
   touch .venv/.installed
 fi
+if [[ ! -f .flagembedding-venv/.ready ]]; then  # FlagEmbedding, for the BGE-M3 parity test (never a dependency)
+  bash scripts/flagembedding_venv.sh >/dev/null 2>&1 \
+    || echo "scripts/test.sh: FlagEmbedding could not be installed; the BGE-M3 parity test against it will be skipped" >&2
+fi
 if ! command -v chromium >/dev/null 2>&1 && [[ $(id -u) == 0 ]] && command -v apt-get >/dev/null 2>&1; then
   (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null) \
     || echo "scripts/test.sh: chromium could not be installed; the browser test will be skipped" >&2

@@ -117,3 +117,85 @@ def write_manifest(path: Path, judge: Path, hhem: Path, embedder: Path) -> Path:
         f"[embedder]\nbackend = \"sentence-transformers\"\npath = {json.dumps(str(embedder))}\n",
         encoding="utf-8")
     return path
+
+
+def xlmr_tokenizer(words: list[str] | None = None):
+    """An XLM-RoBERTa tokenizer (SentencePiece-style Unigram) of BGE-M3's special-token layout
+    (``<s>`` 0, ``<pad>`` 1, ``</s>`` 2, ``<unk>`` 3, ``<mask>`` last): whole words from ``WORDS`` and
+    ``words`` (lower-case and capitalised), then single characters, so any ASCII text tokenises."""
+    import string
+
+    from transformers import XLMRobertaTokenizer
+
+    vocab = [("<s>", 0.0), ("<pad>", 0.0), ("</s>", 0.0), ("<unk>", 0.0)]
+    pieces = dict.fromkeys(v for w in WORDS + list(words or []) for v in (w.lower(), w.capitalize()))
+    vocab += [("▁" + w, -5.0) for w in pieces if w.strip()]
+    chars = string.ascii_letters + string.digits + string.punctuation
+    vocab += [("▁", -8.0)] + [(c, -10.0) for c in chars] + [("▁" + c, -10.5) for c in chars]
+    seen: set[str] = set()
+    vocab = [(p, s) for p, s in vocab if not (p in seen or seen.add(p))]
+    return XLMRobertaTokenizer(vocab=vocab + [("<mask>", 0.0)])
+
+
+def _xlmr_config(tokenizer, shape: dict):
+    from transformers import XLMRobertaConfig
+
+    return XLMRobertaConfig(**{**dict(vocab_size=len(tokenizer), hidden_size=32, num_hidden_layers=2,
+                                      num_attention_heads=4, intermediate_size=64, max_position_embeddings=514,
+                                      initializer_range=0.2), **shape},
+                            pad_token_id=tokenizer.pad_token_id, bos_token_id=tokenizer.bos_token_id,
+                            eos_token_id=tokenizer.eos_token_id)
+
+
+def build_m3(folder: Path, seed: int = 0, *, words: list[str] | None = None, colbert_dim: int | None = None,
+             **shape) -> Path:
+    """A BGE-M3 folder as BAAI publishes it: an XLM-RoBERTa encoder and its tokenizer, the heads
+    ``sparse_linear.pt`` (state dict of ``Linear(hidden, 1)``) and ``colbert_linear.pt`` (``Linear(hidden,
+    hidden)``) beside them, and the sentence-transformers files (CLS pooling, normalised) that let the
+    same folder serve as ``--embedder``. ``shape`` overrides the tiny config."""
+    from transformers import XLMRobertaModel
+
+    tok = xlmr_tokenizer(words)
+    config = _xlmr_config(tok, shape)
+    torch.manual_seed(seed)
+    model = XLMRobertaModel(config).eval()
+    hidden = config.hidden_size
+    sparse = torch.nn.Linear(hidden, 1)
+    colbert = torch.nn.Linear(hidden, colbert_dim or hidden)
+    with torch.no_grad():  # centre the lexical logits on a probe text: about half the tokens weigh > 0
+        sparse.weight.normal_(0.0, 0.05)  # lexical weights of BGE-M3's scale (mostly below 0.4)
+        probe = tok([" ".join(WORDS + list(words or []))], truncation=True, max_length=256, return_tensors="pt")
+        logits = sparse(model(**probe).last_hidden_state).flatten()
+        sparse.bias.sub_(logits.median())
+    folder.mkdir(parents=True, exist_ok=True)
+    model.save_pretrained(folder)
+    tok.save_pretrained(folder)
+    torch.save(sparse.state_dict(), folder / "sparse_linear.pt")
+    torch.save(colbert.state_dict(), folder / "colbert_linear.pt")
+    (folder / "modules.json").write_text(json.dumps([
+        {"idx": 0, "name": "0", "path": "", "type": "sentence_transformers.models.Transformer"},
+        {"idx": 1, "name": "1", "path": "1_Pooling", "type": "sentence_transformers.models.Pooling"},
+        {"idx": 2, "name": "2", "path": "2_Normalize", "type": "sentence_transformers.models.Normalize"}]))
+    (folder / "sentence_bert_config.json").write_text(json.dumps(
+        {"max_seq_length": config.max_position_embeddings - 2, "do_lower_case": False}))
+    (folder / "1_Pooling").mkdir(exist_ok=True)
+    (folder / "1_Pooling" / "config.json").write_text(json.dumps(
+        {"word_embedding_dimension": hidden, "pooling_mode_cls_token": True, "pooling_mode_mean_tokens": False,
+         "pooling_mode_max_tokens": False, "pooling_mode_mean_sqrt_len_tokens": False}))
+    (folder / "2_Normalize").mkdir(exist_ok=True)
+    return folder
+
+
+def build_cross_encoder(folder: Path, seed: int = 0, *, words: list[str] | None = None, **shape) -> Path:
+    """A cross-encoder reranker of bge-reranker-v2-m3's kind: XLM-RoBERTa with a one-logit
+    classification head and its tokenizer (query and passage as a pair), loadable by
+    sentence-transformers' ``CrossEncoder``."""
+    from transformers import XLMRobertaForSequenceClassification
+
+    tok = xlmr_tokenizer(words)
+    config = _xlmr_config(tok, shape)
+    config.num_labels = 1
+    torch.manual_seed(seed)
+    XLMRobertaForSequenceClassification(config).eval().save_pretrained(folder)
+    tok.save_pretrained(folder)
+    return folder

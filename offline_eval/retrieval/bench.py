@@ -11,6 +11,12 @@ from that ranking. Scores:
   the top-k chunk texts, through :mod:`offline_eval.metrics.rageval_retrieval`, the same code as the
   generation metrics. Queries without reference passages are unscored for these two.
 
+Retrievers: BM25, dense (the sentence-transformers embedder), hybrid (their reciprocal rank fusion),
+and BGE-M3's own four, ``m3-dense``, ``m3-sparse``, ``m3-colbert`` and ``m3-hybrid``
+(:mod:`offline_eval.retrieval.m3`, one encoder pass for all four). With ``rerank`` set, a
+cross-encoder rescores each first-stage ranking's top ``rerank_depth`` chunks and the result is
+reported as a retriever of its own, ``<name>+rerank`` (:mod:`offline_eval.retrieval.rerank`).
+
 Retrievers are compared pairwise per chunk size and k on the same queries with the paired bootstrap
 (interval of the mean difference, p-value) and the paired randomisation test (p-value) of
 :mod:`offline_eval.stats`.
@@ -35,13 +41,15 @@ from typing import Any, Sequence
 import numpy as np
 
 from offline_eval.data.schema import DataError
+from offline_eval.retrieval import DEFAULT_RETRIEVERS, RETRIEVERS
 from offline_eval.retrieval.chunking import Chunk, chunk_documents, chunks_fingerprint
 from offline_eval.retrieval.corpus import Document, load_corpus
 from offline_eval.retrieval.ir_metrics import METRICS as IR_METRICS
 from offline_eval.retrieval.ir_metrics import Qrels, dedupe, load_qrels, query_metrics
 from offline_eval.retrieval.queries import Query, load_queries
 
-RETRIEVERS = ("bm25", "dense", "hybrid")
+M3_NAMES = tuple(r for r in RETRIEVERS if r.startswith("m3-"))
+RERANK_SUFFIX = "+rerank"
 RAGEVAL_METRICS = ("rageval_recall", "eir")
 HYBRID_POOL = 100  # depth of each component ranking fed to reciprocal rank fusion
 
@@ -54,7 +62,7 @@ class BenchConfig:
     queries: Path
     output: Path
     qrels: Path | None = None
-    retrievers: tuple[str, ...] = RETRIEVERS
+    retrievers: tuple[str, ...] = DEFAULT_RETRIEVERS
     top_k: tuple[int, ...] = (1, 3, 5, 10)
     chunk_sizes: tuple[int, ...] = (128, 256, 512)
     chunk_overlap: int = 0
@@ -66,17 +74,42 @@ class BenchConfig:
     prefix_fields: tuple[str, ...] = ()
     answer: bool = False
     show_progress: bool = True
+    m3: Path | None = None  # BGE-M3 folder (default: ``embedder`` when it holds the two head files)
+    m3_weights: tuple[float, float, float] = (1.0, 0.3, 1.0)  # dense, sparse, multi-vector
+    m3_max_length: int = 8192
+    m3_candidates: int = 0  # 0: every chunk scored; N: multi-vector on the dense (and sparse) top-N
+    rerank: Path | None = None  # cross-encoder folder
+    rerank_depth: int = 100
+    rerank_retrievers: tuple[str, ...] = ()  # first stages to rerank (default: all of ``retrievers``)
+    rerank_max_length: int = 512
 
     def validate(self) -> None:
         unknown = [r for r in self.retrievers if r not in RETRIEVERS]
         if unknown or not self.retrievers:
             raise ValueError(f"unknown retriever(s) {unknown}; choose from {', '.join(RETRIEVERS)}")
+        if len(self.m3_weights) != 3 or min(self.m3_weights) < 0 or sum(self.m3_weights) <= 0:
+            raise ValueError("--m3-weights takes three numbers >= 0 (dense, sparse, colbert), not all zero")
+        if self.m3_candidates < 0 or self.m3_max_length < 2:
+            raise ValueError("--m3-candidates must be >= 0 and --m3-max-length >= 2")
+        if self.rerank_depth < 1 or self.rerank_max_length < 2:
+            raise ValueError("--rerank-depth must be >= 1 and --rerank-max-length >= 2")
+        stray = [r for r in self.rerank_retrievers if r not in self.retrievers]
+        if stray:
+            raise ValueError(f"--rerank-retrievers names {', '.join(stray)}, not among --retrievers")
         if not self.top_k or min(self.top_k) < 1:
             raise ValueError("top-k values must be whole numbers >= 1")
         if not self.chunk_sizes or min(self.chunk_sizes) < 1:
             raise ValueError("chunk sizes must be whole numbers >= 1")
         if self.chunk_overlap < 0 or self.chunk_overlap >= min(self.chunk_sizes):
             raise ValueError("--chunk-overlap must be >= 0 and smaller than every chunk size")
+
+    @property
+    def reranked(self) -> tuple[str, ...]:
+        """The first-stage retrievers whose rankings are reranked (none without ``rerank``)."""
+        if self.rerank is None:
+            return ()
+        return tuple(r for r in dict.fromkeys(self.retrievers) if not self.rerank_retrievers
+                     or r in self.rerank_retrievers)
 
     @property
     def primary_k(self) -> int:
@@ -133,6 +166,47 @@ def make_encoder(config: BenchConfig) -> Any:
                        model_identity(path))
 
 
+def m3_path(config: BenchConfig) -> Path:
+    """The BGE-M3 folder: ``--m3``, else ``--embedder`` when that folder holds the two head files."""
+    from offline_eval.retrieval.m3 import M3_HEADS, is_m3_folder
+
+    if config.m3 is None:
+        if is_m3_folder(config.embedder):
+            return Path(config.embedder)  # type: ignore[arg-type]
+        raise DataError("the m3-* retrievers need --m3 PATH: a BGE-M3 folder (XLM-RoBERTa files with "
+                        f"{' and '.join(M3_HEADS)} beside them)")
+    path = Path(config.m3)
+    if not path.is_dir():
+        raise DataError("BGE-M3 folder not found", source=str(path))
+    if not is_m3_folder(path):
+        raise DataError(f"not a BGE-M3 folder: {' and '.join(M3_HEADS)} must sit beside the model files",
+                        source=str(path))
+    return path
+
+
+def make_m3_encoder(config: BenchConfig) -> Any:
+    """A lazily loaded BGE-M3 encoder for ``--m3`` (its identity computed now, without torch)."""
+    from offline_eval.retrieval.m3 import LazyM3Encoder, M3Encoder, m3_identity
+
+    path = m3_path(config)
+    return LazyM3Encoder(lambda: M3Encoder(path, device=config.device, batch_size=config.batch_size,
+                                           max_length=config.m3_max_length),
+                         m3_identity(path, config.m3_max_length))
+
+
+def make_reranker(config: BenchConfig) -> Any:
+    """A lazily loaded cross-encoder for ``--rerank``."""
+    from offline_eval.retrieval.rerank import CrossEncoderScorer, LazyScorer, reranker_identity
+
+    path = Path(config.rerank)  # type: ignore[arg-type]
+    if not (path / "config.json").is_file():
+        raise DataError("cross-encoder folder not found (no config.json)", source=str(path))
+    return LazyScorer(lambda: CrossEncoderScorer(path, device=config.device, batch_size=config.batch_size,
+                                                 max_length=config.rerank_max_length,
+                                                 show_progress=config.show_progress),
+                      reranker_identity(path, config.rerank_max_length))
+
+
 def _write_chunks(path: Path, chunks: Sequence[Chunk]) -> None:
     if path.exists():
         return
@@ -157,12 +231,14 @@ def index_text(chunk: Chunk, prefix_fields: Sequence[str] = ()) -> str:
 
 def run_retrievers(chunks: Sequence[Chunk], queries: Sequence[Query], retrievers: Sequence[str],
                    depth: int, index_dir: Path, encoder: Any = None, *, cache_dir: Path | None = None,
-                   show_progress: bool = False, prefix_fields: Sequence[str] = ()) -> tuple[dict[str, list[list[tuple[int, float]]]],
-                                                         list[dict[str, Any]]]:
+                   show_progress: bool = False, prefix_fields: Sequence[str] = (), m3: Any = None,
+                   m3_weights: Sequence[float] = (1.0, 0.3, 1.0), m3_candidates: int = 0
+                   ) -> tuple[dict[str, list[list[tuple[int, float]]]], list[dict[str, Any]]]:
     """Rankings ``{retriever: [[(chunk index, score), ...] per query]}`` and per-retriever timings.
 
     Indexes are loaded from ``index_dir/<retriever>`` when they were built for the same chunks (and
-    model), otherwise built and saved there.
+    model), otherwise built and saved there. ``m3`` is the BGE-M3 encoder of the ``m3-*`` retrievers
+    (their chunk outputs are cached beside the dense embeddings, under ``cache_dir/../m3``).
     """
     from offline_eval.retrieval.hybrid import fuse_runs
 
@@ -215,8 +291,72 @@ def run_retrievers(chunks: Sequence[Chunk], queries: Sequence[Query], retrievers
         runs["hybrid"] = fuse_runs([runs["bm25"], runs["dense"]], depth)
         timings.append({"retriever": "hybrid", "index_loaded": None, "index_s": 0.0,
                         "search_s": time.perf_counter() - t0})
+    m3_names = [r for r in retrievers if r in M3_NAMES]
+    if m3_names:
+        if m3 is None:
+            raise ValueError("the m3-* retrievers need a BGE-M3 encoder")
+        m3_runs, m3_times = _run_m3(texts, questions, m3_names, min(n, depth), index_dir / "m3", m3, fingerprint,
+                                    cache_dir=cache_dir.parent / "m3" if cache_dir is not None else None,
+                                    show_progress=show_progress, weights=m3_weights, candidates=m3_candidates)
+        runs.update(m3_runs)
+        timings += m3_times
     return {r: [ranking[:depth] for ranking in runs[r]] for r in retrievers}, \
         [t for t in timings if t["retriever"] in retrievers]
+
+
+def _run_m3(texts: Sequence[str], questions: Sequence[str], names: Sequence[str], depth: int, index_dir: Path,
+            encoder: Any, fingerprint: str, *, cache_dir: Path | None, show_progress: bool,
+            weights: Sequence[float], candidates: int) -> tuple[dict[str, list[list[tuple[int, float]]]],
+                                                                list[dict[str, Any]]]:
+    """The BGE-M3 retrievers: one encoding of the chunks (or the cached one) serves all of them.
+
+    Each one's timing row carries that shared encoding as its ``index_s`` and, as ``search_s``, the
+    query encoding plus the scoring it needs (a part the hybrid shares is counted in both), i.e.
+    what that retriever would cost alone.
+    """
+    from offline_eval.retrieval.m3 import M3Cache, M3Retriever
+
+    t0 = time.perf_counter()
+    retriever = M3Retriever(encoder, M3Cache(cache_dir) if cache_dir is not None else None)
+    retriever.build(texts, fingerprint, show_progress=show_progress)
+    retriever.save(index_dir)
+    t1 = time.perf_counter()
+    q_vectors = retriever.encode_queries(questions, show_progress=show_progress)
+    q_s = time.perf_counter() - t1
+    runs, seconds = retriever.search(q_vectors, names, depth, weights=weights, candidates=candidates)
+    sizes = retriever.docs.nbytes() if retriever.docs is not None else {}
+    part = {"m3-dense": ("dense",), "m3-sparse": ("sparse",), "m3-colbert": ("colbert",),
+            "m3-hybrid": ("dense", "sparse", "colbert")}
+    timings = [{"retriever": name, "index_loaded": retriever.from_cache, "index_s": t1 - t0,
+                "search_s": q_s + seconds[name], "index_shared": "m3",
+                "index_bytes": sum(sizes.get(p, 0) for p in part[name])} for name in names]
+    return runs, timings
+
+
+def rerank_runs(runs: dict[str, list[list[tuple[int, float]]]], names: Sequence[str], chunks: Sequence[Chunk],
+                queries: Sequence[Query], reranker: Any, depth: int, *, cache_dir: Path | None,
+                prefix_fields: Sequence[str] = ()) -> tuple[dict[str, list[list[tuple[int, float]]]],
+                                                            list[dict[str, Any]]]:
+    """``{name+rerank: rankings}`` for each first stage in ``names`` and a timing row each.
+
+    Pairs go through one on-disk score cache, so a chunk found by several first stages for the same
+    query is scored once (the first stage that needs it pays; ``pairs_scored`` says how many each
+    scored).
+    """
+    from offline_eval.retrieval.rerank import PairScoreCache, rerank
+
+    texts = [index_text(c, prefix_fields) for c in chunks]
+    questions = [q.question for q in queries]
+    cache = PairScoreCache(cache_dir, reranker.identity) if cache_dir is not None else None
+    out: dict[str, list[list[tuple[int, float]]]] = {}
+    timings: list[dict[str, Any]] = []
+    for name in names:
+        ranked, stats = rerank(runs[name], questions, texts, reranker, depth, cache)
+        out[name + RERANK_SUFFIX] = ranked
+        timings.append({"retriever": name + RERANK_SUFFIX, "index_loaded": None, "index_s": 0.0,
+                        "search_s": stats["seconds"], "stage": "rerank", "rerank_depth": depth,
+                        "pairs": stats["pairs"], "pairs_scored": stats["pairs_scored"]})
+    return out, timings
 
 
 # ------------------------------------------------------------------------------------ scoring
@@ -257,6 +397,15 @@ def doc_level_depth(chunks: Sequence[Chunk], max_k: int) -> int:
     return min(len(chunks), sum(worst))
 
 
+def comparison_pairs(names: Sequence[str]) -> list[tuple[str, str]]:
+    """The (a, b) retriever pairs compared: every two first stages, each first stage with its own
+    reranked run (what reranking adds), and every two reranked runs."""
+    first = [n for n in names if not n.endswith(RERANK_SUFFIX)]
+    second = [n for n in names if n.endswith(RERANK_SUFFIX)]
+    own = [(n[:-len(RERANK_SUFFIX)], n) for n in second if n[:-len(RERANK_SUFFIX)] in first]
+    return list(combinations(first, 2)) + own + list(combinations(second, 2))
+
+
 def _compare(per_query: list[dict[str, Any]], retrievers: Sequence[str], chunk_sizes: Sequence[int],
              ks: Sequence[int], metrics: Sequence[str]) -> list[dict[str, Any]]:
     from offline_eval.stats import paired_bootstrap, randomization_test
@@ -266,7 +415,7 @@ def _compare(per_query: list[dict[str, Any]], retrievers: Sequence[str], chunk_s
         index.setdefault((row["chunk_size"], row["retriever"]), {})[row["query_id"]] = row["metrics"]
     out = []
     for size in chunk_sizes:
-        for a, b in combinations(retrievers, 2):
+        for a, b in comparison_pairs(retrievers):
             qa, qb = index.get((size, a), {}), index.get((size, b), {})
             for metric in metrics:
                 for k in ks:
@@ -288,10 +437,12 @@ def _compare(per_query: list[dict[str, Any]], retrievers: Sequence[str], chunk_s
 
 # ---------------------------------------------------------------------------------- the run
 
-def run_benchmark(config: BenchConfig, *, encoder: Any = None) -> BenchResult:
+def run_benchmark(config: BenchConfig, *, encoder: Any = None, m3: Any = None, reranker: Any = None) -> BenchResult:
     """Run the whole benchmark described by ``config`` and write its outputs.
 
-    ``encoder`` overrides ``config.embedder`` (any object with ``identity`` and ``encode_texts``).
+    ``encoder`` overrides ``config.embedder`` (any object with ``identity`` and ``encode_texts``),
+    ``m3`` the BGE-M3 encoder of ``config.m3`` (``identity`` and ``encode``), ``reranker`` the
+    cross-encoder of ``config.rerank`` (``identity`` and ``score``).
     """
     config.validate()
     out = Path(config.output)
@@ -310,6 +461,12 @@ def run_benchmark(config: BenchConfig, *, encoder: Any = None) -> BenchResult:
     sizes = tuple(dict.fromkeys(config.chunk_sizes))
     if encoder is None and ("dense" in retrievers or "hybrid" in retrievers):
         encoder = make_encoder(config)
+    if m3 is None and any(r in M3_NAMES for r in retrievers):
+        m3 = make_m3_encoder(config)
+    reranked = config.reranked
+    if reranker is None and reranked:
+        reranker = make_reranker(config)
+    names = list(retrievers) + [r + RERANK_SUFFIX for r in reranked]  # every row of every table
 
     metrics = (list(RAGEVAL_METRICS) if use_rageval else []) + (list(IR_METRICS) if qrels else [])
     per_query: list[dict[str, Any]] = []
@@ -334,14 +491,22 @@ def run_benchmark(config: BenchConfig, *, encoder: Any = None) -> BenchResult:
             if any(d in chunk_ids for judged in qrels.values() for d in judged):
                 level = "chunk"
         depth = max(ks) if qrels is None or level == "chunk" else max(max(ks), doc_level_depth(chunks, max(ks)))
-        runs, times = run_retrievers(chunks, queries, retrievers, depth, index_dir, encoder,
+        first_depth = max(depth, config.rerank_depth) if reranked else depth
+        runs, times = run_retrievers(chunks, queries, retrievers, first_depth, index_dir, encoder,
                                      cache_dir=out / "cache" / "embeddings",
                                      show_progress=config.show_progress,
-                                     prefix_fields=config.prefix_fields)
+                                     prefix_fields=config.prefix_fields, m3=m3, m3_weights=config.m3_weights,
+                                     m3_candidates=config.m3_candidates)
+        if reranked:
+            more, rerank_times = rerank_runs(runs, reranked, chunks, queries, reranker, config.rerank_depth,
+                                             cache_dir=out / "cache" / "rerank", prefix_fields=config.prefix_fields)
+            runs.update(more)
+            times += rerank_times
+        runs = {name: [ranking[:depth] for ranking in runs[name]] for name in names}
         for t in times:
             timings.append({"chunk_size": size, "n_chunks": len(chunks), "chunking_s": chunk_s, **t,
                             "queries_per_s": len(queries) / t["search_s"] if t["search_s"] > 0 else None})
-        for name in retrievers:
+        for name in names:
             scores = score_rankings(runs[name], chunks, queries, ks, qrels=qrels, qrels_level=level,
                                     use_rageval=use_rageval)
             for query, ranking, qs in zip(queries, runs[name], scores):
@@ -367,9 +532,8 @@ def run_benchmark(config: BenchConfig, *, encoder: Any = None) -> BenchResult:
                     runs[name], config.primary_k, retriever=name, chunk_size=size)))
 
     compare_metrics = [m for m in ("rageval_recall", "eir", "recall", "ndcg") if m in metrics]
-    comparisons = _compare(per_query, retrievers, sizes, ks, compare_metrics)
-    files = write_outputs(out, config, rows, comparisons, per_query, timings, metrics, ks, retrievers,
-                          sizes)
+    comparisons = _compare(per_query, names, sizes, ks, compare_metrics)
+    files = write_outputs(out, config, rows, comparisons, per_query, timings, metrics, ks, names, sizes)
     if answer_files:
         files["answer"] = ", ".join(answer_files)
     return BenchResult(rows, comparisons, per_query, timings, metrics, files)
@@ -415,6 +579,15 @@ def write_outputs(out: Path, config: BenchConfig, rows: list[dict[str, Any]],
         "chunk_overlap": config.chunk_overlap, "prefix_fields": list(config.prefix_fields),
         "embedder": str(config.embedder) if config.embedder else None,
     }
+    if any(r in M3_NAMES for r in retrievers):
+        from offline_eval.retrieval.m3 import is_m3_folder
+
+        m3_folder = config.m3 or (config.embedder if is_m3_folder(config.embedder) else None)
+        settings.update({"m3": str(m3_folder) if m3_folder else None, "m3_weights": list(config.m3_weights),
+                         "m3_max_length": config.m3_max_length, "m3_candidates": config.m3_candidates})
+    if config.rerank is not None:
+        settings.update({"rerank": str(config.rerank), "rerank_depth": config.rerank_depth,
+                         "rerank_max_length": config.rerank_max_length, "reranked": list(config.reranked)})
     payload = {"config": settings, "metrics": list(metrics), "results": rows,
                "comparisons": comparisons, "timings": timings}
     files["results_json"].write_text(json.dumps(payload, indent=1, ensure_ascii=False), encoding="utf-8")
@@ -445,8 +618,7 @@ def format_table(result: BenchResult, primary_k: int | None = None) -> str:
     lines = [_render(headers, body)]
     if result.timings:
         t_head = ["retriever", "chunk", "chunks", "index", "index s", "search s", "queries/s"]
-        t_body = [[t["retriever"], str(t["chunk_size"]), str(t["n_chunks"]),
-                   {True: "loaded", False: "built", None: "fused"}[t["index_loaded"]], f"{t['index_s']:.2f}",
+        t_body = [[t["retriever"], str(t["chunk_size"]), str(t["n_chunks"]), _index_label(t), f"{t['index_s']:.2f}",
                    f"{t['search_s']:.2f}",
                    f"{t['queries_per_s']:.0f}" if t.get("queries_per_s") else "-"] for t in result.timings]
         lines += ["", _render(t_head, t_body)]
@@ -460,6 +632,15 @@ def format_table(result: BenchResult, primary_k: int | None = None) -> str:
         lines += ["", "Paired comparisons (bootstrap interval of b-a; two-sided p-values):",
                   _render(c_head, c_body)]
     return "\n".join(lines)
+
+
+def _index_label(timing: dict[str, Any]) -> str:
+    """How a row's index came about: loaded / built (``shared`` for BGE-M3's one encoding pass),
+    fused, or the rerank stage with the pairs it scored itself of those it needed."""
+    if timing.get("stage") == "rerank":
+        return f"rerank {timing['pairs_scored']}/{timing['pairs']}"
+    label = {True: "loaded", False: "built", None: "fused"}[timing["index_loaded"]]
+    return label + " (shared)" if timing.get("index_shared") else label
 
 
 def _render(headers: list[str], body: list[list[str]]) -> str:

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from offline_eval.cli_models import positive_int
+from offline_eval.retrieval import DEFAULT_RETRIEVERS, RETRIEVERS
 
 EPILOG = """\
 examples:
@@ -20,6 +21,9 @@ examples:
   offline-eval retrieval --corpus dragonball_docs.jsonl --filter domain=Finance --filter language=en \\
       --queries rageval_example.jsonl --retrievers bm25,dense,hybrid --top-k 1,3,5,10 \\
       --chunk-size 128,256,512 --output runs/retrieval
+  offline-eval retrieval --corpus dragonball_docs.jsonl --queries rageval_example.jsonl \
+      --retrievers bm25,m3-dense,m3-sparse,m3-colbert,m3-hybrid --m3 models/bge-m3 \
+      --rerank models/bge-reranker-v2-m3 --rerank-depth 100
 
 Without --qrels the queries' reference passages (RAGEval layout) are scored with RAGEval retrieval
 recall and EIR. Indexes, embeddings and results are kept in --output; a second run reuses them.
@@ -38,12 +42,22 @@ def _int_list(text: str) -> list[int]:
 
 def _name_list(text: str) -> list[str]:
     values = [v.strip().lower() for v in text.split(",") if v.strip()]
-    known = ("bm25", "dense", "hybrid")
-    bad = [v for v in values if v not in known]
+    bad = [v for v in values if v not in RETRIEVERS]
     if bad or not values:
         raise argparse.ArgumentTypeError(f"unknown retriever(s) {', '.join(bad) or text!r}; "
-                                         f"choose from {', '.join(known)}")
+                                         f"choose from {', '.join(RETRIEVERS)}")
     return values
+
+
+def _weights(text: str) -> tuple[float, float, float]:
+    try:
+        values = tuple(float(v) for v in text.replace(" ", "").split(","))
+    except ValueError:
+        values = ()
+    if len(values) != 3 or min(values) < 0 or not sum(values) > 0:
+        raise argparse.ArgumentTypeError(f"expected three numbers >= 0, not all zero (dense,sparse,colbert), "
+                                         f"got '{text}'")
+    return values  # type: ignore[return-value]
 
 
 def _filter(text: str) -> tuple[str, str]:
@@ -61,8 +75,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="queries (any dataset format; RAGEval layout and BEIR queries.jsonl work)")
     parser.add_argument("--qrels", type=Path, default=None,
                         help="relevance judgements: TREC qrels, BEIR qrels TSV/folder or JSON")
-    parser.add_argument("--retrievers", type=_name_list, default=["bm25", "dense", "hybrid"],
-                        help="comma-separated: bm25,dense,hybrid (default: all three)")
+    parser.add_argument("--retrievers", type=_name_list, default=list(DEFAULT_RETRIEVERS),
+                        help=f"comma-separated, of {','.join(RETRIEVERS)} (default: bm25,dense,hybrid)")
     parser.add_argument("--top-k", type=_int_list, default=[1, 3, 5, 10],
                         help="cut-offs, comma-separated (default 1,3,5,10)")
     parser.add_argument("--chunk-size", type=_int_list, default=[128, 256, 512],
@@ -71,8 +85,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="tokens of whole trailing sentences repeated in the next chunk (default 0)")
     parser.add_argument("--embedder", type=Path, default=None,
                         help="sentence-transformers model folder (default: the starter all-MiniLM-L6-v2)")
-    parser.add_argument("--device", default="cpu", help="device for the embedder (default cpu)")
-    parser.add_argument("--batch-size", type=positive_int, default=32, help="embedding batch size (default 32)")
+    parser.add_argument("--device", default="cpu",
+                        help="device for the embedder, BGE-M3 and the reranker (default cpu)")
+    parser.add_argument("--batch-size", type=positive_int, default=32,
+                        help="texts (or reranked pairs) per forward pass (default 32)")
     parser.add_argument("--filter", dest="filters", type=_filter, action="append", default=[],
                         metavar="FIELD=VALUE",
                         help="keep only corpus documents whose FIELD equals VALUE (repeatable)")
@@ -80,6 +96,27 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         default=[], metavar="FIELD,...",
                         help="document metadata fields put in a '(field: value)' header in front of each "
                              "chunk when indexing (not when scoring), e.g. company_name")
+    m3 = parser.add_argument_group("BGE-M3 retrievers (m3-dense, m3-sparse, m3-colbert, m3-hybrid)")
+    m3.add_argument("--m3", type=Path, default=None, metavar="PATH",
+                    help="BGE-M3 folder: XLM-RoBERTa files with sparse_linear.pt and colbert_linear.pt beside "
+                         "them (default: --embedder when that folder holds both)")
+    m3.add_argument("--m3-weights", type=_weights, default=(1.0, 0.3, 1.0), metavar="D,S,C",
+                    help="m3-hybrid weights of the dense, sparse and multi-vector scores (default 1,0.3,1)")
+    m3.add_argument("--m3-max-length", type=positive_int, default=8192,
+                    help="BGE-M3 token limit per chunk or query (default 8192, clamped to the model's)")
+    m3.add_argument("--m3-candidates", type=int, default=0, metavar="N",
+                    help="0 (default): every chunk scored by every retriever; N: m3-colbert scores only each "
+                         "query's m3-dense top-N and m3-hybrid the union of the dense and sparse top-N, as "
+                         "the M3 paper does (the multi-vector cost then stops growing with the corpus)")
+    rr = parser.add_argument_group("reranking")
+    rr.add_argument("--rerank", type=Path, default=None, metavar="PATH",
+                    help="cross-encoder folder (bge-reranker-v2-m3, ms-marco MiniLM, ...): each retriever's "
+                         "top --rerank-depth chunks rescored, reported as '<retriever>+rerank'")
+    rr.add_argument("--rerank-depth", type=positive_int, default=100, help="chunks reranked per query (default 100)")
+    rr.add_argument("--rerank-retrievers", type=_name_list, default=[], metavar="NAMES",
+                    help="first stages to rerank (default: every retriever of --retrievers)")
+    rr.add_argument("--rerank-max-length", type=positive_int, default=512,
+                    help="token limit of a (query, chunk) pair (default 512)")
     parser.add_argument("--compare-k", type=int, default=None,
                         help="k at which pairwise tests are printed (default 5, or the largest k)")
     parser.add_argument("--answer", action="store_true",
@@ -109,7 +146,10 @@ def run(args: argparse.Namespace) -> int:
         retrievers=tuple(args.retrievers), top_k=tuple(args.top_k), chunk_sizes=tuple(args.chunk_size),
         chunk_overlap=args.chunk_overlap, embedder=args.embedder, device=args.device,
         batch_size=args.batch_size, corpus_filter=dict(args.filters), compare_k=args.compare_k,
-        prefix_fields=tuple(args.prefix_fields), answer=args.answer, show_progress=not args.quiet)
+        prefix_fields=tuple(args.prefix_fields), answer=args.answer, show_progress=not args.quiet,
+        m3=args.m3, m3_weights=tuple(args.m3_weights), m3_max_length=args.m3_max_length,
+        m3_candidates=args.m3_candidates, rerank=args.rerank, rerank_depth=args.rerank_depth,
+        rerank_retrievers=tuple(args.rerank_retrievers), rerank_max_length=args.rerank_max_length)
     try:
         result = run_benchmark(config)
     except (DataError, ValueError) as exc:
@@ -152,8 +192,9 @@ def _end_to_end(args: argparse.Namespace) -> int:
 def register(subparsers: Any) -> argparse.ArgumentParser:
     """Add the ``retrieval`` subcommand to the main CLI's subparsers (``func`` = :func:`run`)."""
     parser = subparsers.add_parser(
-        "retrieval", help="benchmark retrievers (BM25, dense, hybrid) over chunk sizes and top-k",
-        description="Benchmark BM25, dense and hybrid retrieval on a corpus and a query set.",
+        "retrieval", help="benchmark retrievers (BM25, dense, hybrid, BGE-M3, reranking) over chunk sizes and top-k",
+        description="Benchmark BM25, dense, hybrid and BGE-M3 (dense, sparse, multi-vector, hybrid) retrieval, "
+                    "with an optional cross-encoder reranking stage, on a corpus and a query set.",
         epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     add_arguments(parser)
     parser.set_defaults(func=run)

@@ -17,7 +17,7 @@ import hashlib
 import importlib.util
 import json
 from pathlib import Path
-from typing import Callable, Protocol, Sequence
+from typing import Any, Callable, Protocol, Sequence
 
 import numpy as np
 
@@ -63,26 +63,34 @@ def texts_hash(texts: Sequence[str]) -> str:
     return digest.hexdigest()
 
 
-class LazyEncoder:
-    """Creates the real encoder on first use, so a fully cached run never imports torch.
+class LazyModel:
+    """Creates the real model on first use, so a fully cached run never imports torch.
 
-    ``identity`` (the cache key) is given up front — for a model folder,
-    :func:`model_identity` of it — so caches can be read before any model is loaded.
+    ``identity`` (the cache key) is given up front — for a model folder, its content hash
+    (:func:`model_identity`) — so caches can be read before any model is loaded. Subclasses name
+    the one method they forward (the dense embedder, BGE-M3, the reranker).
     """
 
-    def __init__(self, factory: Callable[[], TextEncoder], identity: str) -> None:
+    def __init__(self, factory: Callable[[], Any], identity: str) -> None:
         self._factory = factory
         self.identity = identity
-        self._encoder: TextEncoder | None = None
+        self._model: Any = None
 
     @property
     def loaded(self) -> bool:
-        return self._encoder is not None
+        return self._model is not None
+
+    def model(self) -> Any:
+        if self._model is None:
+            self._model = self._factory()
+        return self._model
+
+
+class LazyEncoder(LazyModel):
+    """A :class:`LazyModel` of a :class:`TextEncoder`."""
 
     def encode_texts(self, texts: Sequence[str]) -> np.ndarray:
-        if self._encoder is None:
-            self._encoder = self._factory()
-        return self._encoder.encode_texts(texts)
+        return self.model().encode_texts(texts)
 
 
 class EmbeddingCache:
