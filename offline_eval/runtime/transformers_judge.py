@@ -339,10 +339,12 @@ class TransformersJudge:
         coarse = logits.index_select(1, index).float()
         if hidden is None or getattr(self._head, "weight", None) is None:
             return coarse
-        weight = self._head.weight.index_select(0, index).float().T
-        # One product per row: a float32 matrix product may pick its kernel by the number of rows,
-        # and a row's logits must not depend on the rows batched with it.
-        exact = torch.cat([row @ weight for row in hidden.float().split(1)])
+        weight = self._head.weight.index_select(0, index).float()
+        # One dot product per (row, token): a float32 matrix product picks its kernel by its shape,
+        # and a row's logits must depend neither on the rows batched with it nor on the other
+        # requests' option tokens.
+        exact = torch.tensor([[float(torch.dot(row, w)) for w in weight] for row in hidden.float()],
+                             dtype=torch.float32, device=weight.device)
         bias = getattr(self._head, "bias", None)
         if bias is not None:
             exact = exact + bias.index_select(0, index).float()
