@@ -339,11 +339,11 @@ class TransformersJudge:
         coarse = logits.index_select(1, index).float()
         if hidden is None or getattr(self._head, "weight", None) is None:
             return coarse
-        weight = self._head.weight.index_select(0, index).float()
+        weight = self._head.weight.detach().index_select(0, index).float()
         # One dot product per (row, token): a float32 matrix product picks its kernel by its shape,
         # and a row's logits must depend neither on the rows batched with it nor on the other
         # requests' option tokens.
-        exact = torch.tensor([[float(torch.dot(row, w)) for w in weight] for row in hidden.float()],
+        exact = torch.tensor([[float(torch.dot(row, w)) for w in weight] for row in hidden.detach().float()],
                              dtype=torch.float32, device=weight.device)
         bias = getattr(self._head, "bias", None)
         if bias is not None:
