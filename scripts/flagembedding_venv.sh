@@ -15,7 +15,8 @@ site=$("$main_py" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])'
 [[ -x $venv/bin/python ]] || "$py" -m venv "$venv"
 own=$("$venv/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
 echo "$site" > "$own/offline_eval_venv.pth"
-"$venv/bin/python" -m pip install -q --no-deps "FlagEmbedding==1.4.2" "peft==0.21.2" "sentencepiece==0.2.3"
+"$venv/bin/python" -m pip install -q --no-deps "FlagEmbedding==1.4.2" "peft==0.21.2" "sentencepiece==0.2.3" \
+  "accelerate==1.15.0" "psutil" "pyyaml"  # transformers.TrainingArguments, which FlagEmbedding imports, needs accelerate
 rm -f "$venv/.ready"
 HF_HUB_OFFLINE=1 "$venv/bin/python" - <<'PY'
 import importlib.metadata as m
