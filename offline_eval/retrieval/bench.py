@@ -47,9 +47,9 @@ from offline_eval.retrieval.corpus import Document, load_corpus
 from offline_eval.retrieval.ir_metrics import METRICS as IR_METRICS
 from offline_eval.retrieval.ir_metrics import Qrels, dedupe, load_qrels, query_metrics
 from offline_eval.retrieval.queries import Query, load_queries
+from offline_eval.retrieval.rerank import SUFFIX as RERANK_SUFFIX
 
 M3_NAMES = tuple(r for r in RETRIEVERS if r.startswith("m3-"))
-RERANK_SUFFIX = "+rerank"
 RAGEVAL_METRICS = ("rageval_recall", "eir")
 HYBRID_POOL = 100  # depth of each component ranking fed to reciprocal rank fusion
 

@@ -31,7 +31,7 @@ from offline_eval.retrieval.dense import LazyModel
 
 DEFAULT_DEPTH = 100
 DEFAULT_MAX_LENGTH = 512  # FlagReranker's default for bge-reranker-v2-m3; the ms-marco models' window
-SUFFIX = "+rerank"
+SUFFIX = "+rerank"  # a reranked run is reported as "<first stage>+rerank"
 
 
 def reranker_identity(path: str | Path, max_length: int = DEFAULT_MAX_LENGTH) -> str:

@@ -32,6 +32,7 @@ its own name with SDPA's mask format, so the model builds the same boolean masks
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 NAME = "offline_eval_row_exact"
@@ -50,11 +51,22 @@ def on_boundary(probs: Any, margin: float | None = None) -> bool:
     values = [probs, 1.0 - probs] if isinstance(probs, float) else list(probs.values())
     top = sorted(values, reverse=True)[:2]
     return len(top) == 2 and top[0] - top[1] < margin
+
+
 _registered = False
 
 # The per-row layout (which keys are real, which of them each query must not see) is the same in
 # every layer of one forward pass: it is computed once per mask object.
 _layout_memo: list[Any] = [None, None]
+
+
+@functools.lru_cache(maxsize=8)
+def _causal_hidden(q_len: int, k_len: int, device: Any) -> Any:
+    """True where a query must not see a key: the last ``q_len`` of ``k_len`` positions, causally
+    (the same for every layer of a forward pass, so built once)."""
+    import torch
+
+    return ~torch.ones((q_len, k_len), dtype=torch.bool, device=device).tril(k_len - q_len)
 
 
 def _row_layouts(mask: Any, batch: int, q_len: int, k_len: int, device: Any) -> list[tuple[Any, Any]]:
@@ -67,10 +79,7 @@ def _row_layouts(mask: Any, batch: int, q_len: int, k_len: int, device: Any) -> 
     import torch
 
     if mask is None:  # no padding: plain causal attention over every key
-        hidden = None
-        if q_len > 1:
-            hidden = ~torch.ones((q_len, k_len), dtype=torch.bool, device=device).tril(k_len - q_len)
-        return [(slice(None), hidden)] * batch
+        return [(slice(None), _causal_hidden(q_len, k_len, device) if q_len > 1 else None)] * batch
     if _layout_memo[0] is mask:
         return _layout_memo[1]
     layouts = []

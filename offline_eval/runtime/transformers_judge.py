@@ -36,16 +36,16 @@ Design points (see also :mod:`offline_eval.runtime.chat` for prompt and option r
   batch size one and its key/value cache copied to the members; the rest of each prompt runs in
   buckets of similar length, and the pieces' caches are stitched into one left-padded batch for
   decoding. On a CPU, where prompt processing is compute-bound, this is most of the work saved.
-  Results equal the plain computation up to floating-point summation order.
+  With the kernels below, results equal the plain computation bit for bit in bfloat16.
   :meth:`TransformersJudge.batch_order` lets the engine put prompts that share a prefix into the
   same batch. Models whose cache is not plain full attention (sliding windows) run each batch as
   one padded pass.
 * **The same bits whatever the batch** (bfloat16 on a CPU): attention computed sequence by sequence
   over its own keys and linear layers that never run on a single row
   (:mod:`offline_eval.runtime.batch_invariance`), so a verdict or a completion does not depend on the
-  requests batched with it, on the shared prefixes found among them, or on the batch size. Option
-  probabilities of two options closer than ``batch_invariance.UNSURE_MARGIN`` are recomputed with the prompt alone,
-  which settles the float32 case too.
+  requests batched with it, on the shared prefixes found among them, or on the batch size. Two
+  options closer than ``batch_invariance.UNSURE_MARGIN`` are recomputed with the prompt alone, which
+  settles the float32 case too.
 """
 
 from __future__ import annotations

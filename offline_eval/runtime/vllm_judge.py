@@ -218,7 +218,8 @@ class VLLMJudge:
         self.max_model_len = max_model_len or self._engine_max_len()
         self.batch_size = int(batch_size)
         self.batch_invariant = os.environ.get("VLLM_BATCH_INVARIANT", "0") not in ("", "0")
-        self.identity = f"vllm:{content_fingerprint(source)}:{dtype}" + (":batch-invariant" if self.batch_invariant else "")
+        self.identity = f"vllm:{content_fingerprint(source)}:{dtype}" + (
+            ":batch-invariant" if self.batch_invariant else "")
         self._option_cache: dict[tuple[str, ...], dict[str, tuple[int, ...]]] = {}
 
     def _engine_max_len(self) -> int | None:
