@@ -129,11 +129,8 @@ def test_a_killed_actor_is_replaced_and_per_node_caches_are_merged(
 
 
 def test_cli_engine_ray(ray_cluster, tiny_profile, dataset, reference, tmp_path):
-    from offline_eval.cli import build_parser, main
+    from offline_eval.cli import main
 
-    run_parser = build_parser()._subparsers._group_actions[0].choices["run"]
-    if "--engine" not in run_parser._option_string_actions:
-        pytest.skip("the CLI has no --engine flag yet")
     args = ["run", "--dataset", str(dataset), "--profile", str(tiny_profile), "--quiet", "--no-report",
             "--batch-size", str(BATCH), "--max-tokens", str(MAX_TOKENS), "--metrics", ",".join(METRICS),
             "--cache", str(tmp_path / "cache.sqlite"), "--output", str(tmp_path / "run"),
@@ -172,10 +169,56 @@ def test_a_plain_run_never_imports_ray(tiny_profile, tmp_path):
     assert (tmp_path / "out" / "summary.json").exists()
 
 
+def test_the_private_cluster_listens_on_loopback_only(tmp_path):
+    """Issue #15, item 6: every socket the private cluster's processes listen on (gcs_server, raylet,
+    workers, the driver) is on 127.0.0.1, not on every interface."""
+    pytest.importorskip("ray")
+    pytest.importorskip("psutil")  # the subprocess below lists sockets with it
+    from offline_eval.engine.ray_engine import SINGLE_MACHINE_ENV, secure_private_cluster
+
+    saved = os.environ.pop(SINGLE_MACHINE_ENV, None)
+    try:
+        secure_private_cluster("2.60.0", None)
+        assert os.environ[SINGLE_MACHINE_ENV] == "0"  # set before Ray is imported, read by its processes
+    finally:
+        os.environ.pop(SINGLE_MACHINE_ENV, None)
+        if saved is not None:
+            os.environ[SINGLE_MACHINE_ENV] = saved
+    code = (
+        "import json, psutil\n"
+        "from importlib.metadata import version\n"
+        "from offline_eval.engine.ray_engine import _connect, secure_private_cluster\n"
+        "secure_private_cluster(version('ray'), None)\n"
+        "_connect(None, 1, None)\n"
+        "import ray\n"
+        "ray.get(ray.remote(lambda: 1).remote())  # a worker too\n"
+        "me = psutil.Process()\n"
+        "listening = []\n"
+        "for proc in [me, *me.children(recursive=True)]:\n"
+        "    try:\n"
+        "        conns = proc.net_connections(kind='inet')\n"
+        "    except psutil.Error:\n"
+        "        continue\n"
+        "    listening += [[proc.name(), c.laddr.ip, c.laddr.port] for c in conns if c.status == psutil.CONN_LISTEN]\n"
+        "ray.shutdown()\n"
+        "print('LISTENING', json.dumps(listening))\n"
+    )
+    env = {k: v for k, v in os.environ.items() if k not in ("RAY_AUTH_MODE", "RAY_AUTH_TOKEN", "RAY_ADDRESS",
+                                                             SINGLE_MACHINE_ENV)}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=240,
+                         env={**env, "PYTHONPATH": str(REPO)}, cwd=tmp_path)
+    line = next((ln for ln in out.stdout.splitlines() if ln.startswith("LISTENING ")), None)
+    assert line, out.stderr[-2000:]
+    listening = json.loads(line.removeprefix("LISTENING "))
+    names = {name for name, _, _ in listening}
+    assert any("gcs_server" in n for n in names) and any("raylet" in n for n in names), listening
+    public = [item for item in listening if item[1] not in ("127.0.0.1", "::ffff:127.0.0.1", "::1")]
+    assert not public, f"listening beyond loopback: {public}"
+
+
 def test_a_ray_without_token_auth_is_refused_and_a_private_cluster_requires_the_token(tmp_path):
-    """Ray's servers listen on every interface (issue #15, item 6): the private cluster is only private
-    because every RPC needs its token, so a Ray without token auth is refused and a driver with a wrong
-    token cannot join."""
+    """A Ray without token auth is refused, and a driver with a wrong token cannot join the private
+    cluster (issue #15, item 6: the token guards its loopback ports against the machine's other users)."""
     pytest.importorskip("ray")
     from offline_eval.engine.ray_engine import secure_private_cluster
     from offline_eval.runtime.base import BackendUnavailable

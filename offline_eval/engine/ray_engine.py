@@ -26,7 +26,6 @@ Ray is imported only inside the functions here, and this module only by ``--engi
 
 from __future__ import annotations
 
-import json
 import logging
 import math
 import os
@@ -288,6 +287,9 @@ class _Scheduler:
 
 
 AUTH_ENV = "RAY_AUTH_MODE"
+# Ray's single-machine mode (what it uses on macOS and Windows): with it off, the node address is
+# 127.0.0.1 and gcs_server, raylets, workers and the driver listen on the loopback interface only.
+SINGLE_MACHINE_ENV = "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"
 TOKEN_AUTH_SINCE = (2, 52)  # the first Ray with token authentication (docs.ray.io: ray-security/token-auth)
 TOKEN_AUTH_DEFAULT_SINCE = (2, 59)  # token authentication on by default for local clusters
 
@@ -301,11 +303,14 @@ def _version_tuple(version: str) -> tuple[int, int]:
 
 
 def secure_private_cluster(version: str, address: str | None) -> None:
-    """Refuse a Ray too old to authenticate its cluster traffic; make sure the private cluster uses it.
+    """Refuse a Ray too old to authenticate its cluster traffic; keep the private cluster on loopback
+    and behind its token.
 
-    Ray's gcs_server and raylets listen on every interface whatever the node address (seen with Ray
-    2.60), so a private cluster is only private because every RPC needs its token. Ray reads
-    ``RAY_AUTH_MODE`` when it is imported, so this runs before ``import ray``.
+    A private cluster is started in Ray's single-machine mode (``RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0``):
+    on Linux Ray otherwise replaces the node address 127.0.0.1 with the machine's reachable address and
+    every server listens on all interfaces (seen with Ray 2.60). Token authentication stays required as
+    a second guard against other users of the same machine. Ray reads both variables when it is
+    imported, so this runs before ``import ray`` (:func:`_connect` covers a Ray imported earlier).
     """
     if _version_tuple(version) < TOKEN_AUTH_SINCE:
         raise BackendUnavailable(
@@ -314,15 +319,17 @@ def secure_private_cluster(version: str, address: str | None) -> None:
     private = (address or os.environ.get("RAY_ADDRESS") or "local") == "local"
     mode = os.environ.get(AUTH_ENV, "").lower()
     if private and mode == "disabled":
-        raise BackendUnavailable(f"{AUTH_ENV}=disabled: offline-eval's private Ray cluster listens on every "
-                                 "interface and must require Ray's token; unset it")
+        raise BackendUnavailable(f"{AUTH_ENV}=disabled: offline-eval's private Ray cluster must require "
+                                 "Ray's token (other users of this machine can reach its ports); unset it")
+    if private:
+        os.environ[SINGLE_MACHINE_ENV] = "0"
     if private and not mode and _version_tuple(version) < TOKEN_AUTH_DEFAULT_SINCE and "ray" not in sys.modules:
         os.environ[AUTH_ENV] = "token"
 
 
 def _connect(address: str | None, num_cpus: int, init_kwargs: dict[str, Any] | None) -> bool:
     """ray.init unless already connected. ``None``: $RAY_ADDRESS if set, else a private local cluster
-    on 127.0.0.1 (no dashboard, small object store, token authentication: see
+    listening on 127.0.0.1 only (no dashboard, small object store, token authentication: see
     :func:`secure_private_cluster`); ``"local"``: always a private one; ``"auto"`` or ``HOST:PORT``: an
     existing cluster. Returns whether we connected (and so must shut down)."""
     import ray
@@ -338,6 +345,10 @@ def _connect(address: str | None, num_cpus: int, init_kwargs: dict[str, Any] | N
     if address == "local":
         kwargs.update(num_cpus=num_cpus, include_dashboard=False, object_store_memory=OBJECT_STORE_BYTES,
                       _node_ip_address="127.0.0.1")
+        os.environ[SINGLE_MACHINE_ENV] = "0"  # inherited by the cluster's processes
+        from ray._private import ray_constants  # read at import: set it here too if ray came in earlier
+
+        ray_constants.ENABLE_RAY_CLUSTER = False
     else:
         kwargs["address"] = address
     kwargs.update(init_kwargs or {})
