@@ -194,9 +194,11 @@ CONFIGS: dict[str, tuple[str | None, dict[str, Any], str | None]] = {
     "share": (None, {"verdict_score": "threshold"}, None),
     "sentences": ("faithfulness_sentences", {}, None),
     "llm_claims": (None, {"claims": "llm"}, None),
-    "joined": (None, {"context_windows": 0}, None),
+    "joined": (None, {"context_window": 0}, None),
     "no_question": (None, {"fragment_words": 0}, None),
     "question": (None, {"fragment_words": 10**6}, None),
+    "no_baseline": (None, {"baseline_weight": 0.0}, None),
+    "full_baseline": (None, {"baseline_weight": 1.0}, None),
 }
 
 

@@ -35,7 +35,8 @@ from offline_eval.metrics.settings import EvalSettings
 FORMAT = 1
 # The settings that change a metric's value (the others change cost or wording of nothing scored).
 SIGNATURE_FIELDS = ("verifier", "verdicts", "verdict_score", "support_threshold", "claims",
-                    "short_answer_sentences", "context_window", "windows_per_claim", "fragment_words", "answer_correctness_weights")
+                    "short_answer_sentences", "context_window", "windows_per_claim", "fragment_words",
+                    "baseline_weight", "answer_correctness_weights")
 _EPS = 1e-4
 
 

@@ -24,7 +24,7 @@ from typing import Any
 from offline_eval import __version__
 from offline_eval.cli_models import (
     HelpFormatter, add_cache_arguments, add_calibration_arguments, add_model_arguments, apply_threads, load_calibrations,
-    load_models, open_cache, positive_int, profile_overrides,
+    load_models, open_cache, positive_int, profile_overrides, unit_fraction,
 )
 
 SUBCOMMAND_MODULES = ("offline_eval.runtime.models_cli", "offline_eval.engine.cache_cli", "offline_eval.retrieval.cli",
@@ -92,6 +92,10 @@ def add_run_parser(subparsers: Any) -> argparse.ArgumentParser:
     what.add_argument("--context-window", type=int, metavar="WORDS",
                       help="judge option verdicts read the contexts in windows of at most WORDS words (Chinese: "
                            "characters) and keep the best window; 0 reads all contexts at once (default 100)")
+    what.add_argument("--baseline-weight", type=unit_fraction, metavar="W",
+                      help="judge option verdicts: take W of the lean each retrieved passage gives the judge (its "
+                           "P(Yes) for an empty statement, in log-odds) out of every verdict against it; 0 turns "
+                           "it off (default 0.5)")
     add_calibration_arguments(what)
     models = p.add_argument_group("models")
     add_model_arguments(models)
@@ -148,8 +152,11 @@ def _merge_config(args: argparse.Namespace, parser: argparse.ArgumentParser) -> 
             action = known[dest]
             if dest == "calibration":
                 value = [Path(v) for v in (value if isinstance(value, list) else [value])]
-            elif action.type and isinstance(value, str):
-                value = action.type(value)
+            elif action.type and isinstance(value, (str, int, float)) and not isinstance(value, bool):
+                try:  # the flag's own check: a size of 0 or a share of 2 is refused from a file too
+                    value = action.type(str(value))
+                except (argparse.ArgumentTypeError, ValueError) as exc:
+                    raise SystemExit(f"offline-eval: {args.config}: {key}: {exc}") from None
             elif dest == "metrics" and isinstance(value, str):
                 value = _csv(value)
             elif dest in ("output", "cache", "rubrics", "models_dir"):
@@ -160,7 +167,7 @@ def _merge_config(args: argparse.Namespace, parser: argparse.ArgumentParser) -> 
 
 # run flags that are EvalSettings fields of the same name (offline_eval.metrics.settings)
 SETTING_FLAGS = ("language", "verdicts", "max_tokens", "answer_relevancy_n", "answer_correctness_weights",
-                 "weights", "verdict_score", "claims", "context_window")
+                 "weights", "verdict_score", "claims", "context_window", "baseline_weight")
 
 
 def _load_rubrics(path: Path) -> dict[str, dict[int, str]]:

@@ -26,6 +26,17 @@ def positive_int(text: str) -> int:
     return value
 
 
+def unit_fraction(text: str) -> float:
+    """argparse type of a share: a number from 0 to 1."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number from 0 to 1, got {text!r}") from None
+    if not 0.0 <= value <= 1.0:
+        raise argparse.ArgumentTypeError(f"expected a number from 0 to 1, got {value:g}")
+    return value
+
+
 class HelpFormatter(argparse.HelpFormatter):
     """Shows a flag's default once: only when it has one and its help does not already say it."""
 

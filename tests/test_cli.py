@@ -127,3 +127,23 @@ def test_sizes_below_one_are_refused_naming_the_flag(flag, capsys):
         main(["run", "--dataset", str(EXAMPLES), flag, "0"])
     assert stop.value.code == 2
     assert f"argument {flag}: expected a whole number >= 1, got 0" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("value", ["1.5", "-0.1", "half"])
+def test_a_baseline_weight_outside_zero_to_one_is_refused(value, capsys):
+    with pytest.raises(SystemExit) as stop:
+        main(["run", "--dataset", str(EXAMPLES), "--baseline-weight", value])
+    assert stop.value.code == 2
+    assert "argument --baseline-weight: expected a number from 0 to 1" in capsys.readouterr().err
+
+
+def test_a_config_file_value_gets_the_flags_own_check(tmp_path):
+    config = tmp_path / "eval.toml"
+    config.write_text(f'dataset = "{EXAMPLES}"\nbaseline_weight = 2.0\n', encoding="utf-8")
+    with pytest.raises(SystemExit) as stop:
+        main(["run", "--config", str(config)])
+    assert "baseline_weight: expected a number from 0 to 1, got 2" in str(stop.value)
+    config.write_text(f'dataset = "{EXAMPLES}"\nbatch_size = 0\n', encoding="utf-8")
+    with pytest.raises(SystemExit) as stop:
+        main(["run", "--config", str(config)])
+    assert "batch_size: expected a whole number >= 1, got 0" in str(stop.value)

@@ -21,8 +21,9 @@ from tests.helpers import score as _score
 
 
 def ragas(**settings) -> EvalSettings:
-    """Ragas' own definitions: the judge's claims for every answer, shares of thresholded verdicts."""
-    return EvalSettings(**{"claims": "llm", "verdict_score": "threshold", **settings})
+    """Ragas' own definitions: the judge's claims for every answer, shares of thresholded verdicts, the
+    judge's P(Yes) as it is (no baseline correction)."""
+    return EvalSettings(**{"claims": "llm", "verdict_score": "threshold", "baseline_weight": 0.0, **settings})
 
 
 def score(metric, sample, model_set, settings=None):
@@ -263,7 +264,7 @@ def test_noise_sensitivity_relevant_and_irrelevant():
 # --- the defaults: statements by answer length, windows, expected shares --------------------------
 def test_a_short_answer_is_checked_whole_without_claim_extraction():
     judge = ScriptedJudge(script={"options": [yes_for(SAMPLE.answer)]})
-    result = _score(Faithfulness(), SAMPLE, models(judge))  # two sentences: one statement, the answer
+    result = _score(Faithfulness(), SAMPLE, models(judge), EvalSettings(baseline_weight=0.0))  # one statement
     assert judge.calls["generate"] == 0
     assert result.metadata["statements"] == "whole"
     assert [c["claim"] for c in result.metadata["claims"]] == [SAMPLE.answer]
@@ -276,11 +277,11 @@ def test_a_longer_answer_is_verified_sentence_by_sentence_or_by_the_judges_claim
                   answer="Paris is the capital of France. It has 9 million people. The tower opened in 1889.")
     judge = ScriptedJudge(script={"generate": [claims_rule("Break the answer", CLAIMS)],
                                   "options": [yes_for(CLAIMS[0], "The tower opened in 1889.")]})
-    result = _score(Faithfulness(), long, models(judge))
+    result = _score(Faithfulness(), long, models(judge), EvalSettings(baseline_weight=0.0))
     assert judge.calls["generate"] == 0 and result.metadata["statements"] == "sentences"
     assert result.value == pytest.approx((0.9 + 0.1 + 0.9) / 3)  # expected share: mean P(Yes)
     assert result.metadata["supported_share"] == pytest.approx(2 / 3)
-    claims = _score(Faithfulness(), long, models(judge), EvalSettings(claims="llm"))
+    claims = _score(Faithfulness(), long, models(judge), EvalSettings(claims="llm", baseline_weight=0.0))
     assert judge.calls["generate"] == 1 and claims.metadata["statements"] == "llm"
     assert claims.value == pytest.approx((0.9 + 0.1) / 2)
 
@@ -294,11 +295,13 @@ def test_a_fragment_answer_is_judged_as_the_answer_to_its_question():
     judge = ScriptedJudge(script={"options": [{"match": "Context", "probs": probs}]})
     fragment = Sample(id="f", question="When did the Eiffel Tower open?", answer="In 1889.", contexts=CONTEXTS[1:])
     _score(Faithfulness(), fragment, models(judge))
-    assert "Question: When did the Eiffel Tower open?\nAnswer: In 1889." in seen[-1]
+    assert any("Question: When did the Eiffel Tower open?\nAnswer: In 1889." in text for text in seen)
     sentence = Sample(id="s", question="Tell me about the tower.", answer="The Eiffel Tower opened in 1889 in Paris.",
                       contexts=CONTEXTS[1:])
+    seen.clear()
     _score(Faithfulness(), sentence, models(judge))  # a whole sentence is judged on its own
-    assert "Question:" not in seen[-1] and "Statement: The Eiffel Tower opened in 1889 in Paris." in seen[-1]
+    assert not any("Question:" in text for text in seen)
+    assert any("Statement: The Eiffel Tower opened in 1889 in Paris." in text for text in seen)
 
 
 def test_judge_verdicts_read_long_contexts_in_windows_and_keep_the_best():
@@ -324,16 +327,51 @@ def test_judge_verdicts_read_long_contexts_in_windows_and_keep_the_best():
     judge = ScriptedJudge(script={"options": [{"match": "Statement:", "probs": probs}]})
     sample = Sample(id="w", question="When?", answer="The Eiffel Tower opened in 1889 in Paris.",
                     contexts=["Short chunk.", long_chunk])
-    result = _score(Faithfulness(), sample, models(judge), EvalSettings(context_window=8, windows_per_claim=0))
+    result = _score(Faithfulness(), sample, models(judge),
+                    EvalSettings(context_window=8, windows_per_claim=0, baseline_weight=0.0))
     assert result.value == pytest.approx(0.95) and result.metadata["claims"][0]["chunk"] == 1
     assert len(premises) == len(windows)  # one verdict per window
     premises.clear()
-    likely = _score(Faithfulness(), sample, models(judge), EvalSettings(context_window=8, windows_per_claim=2))
+    likely = _score(Faithfulness(), sample, models(judge),
+                    EvalSettings(context_window=8, windows_per_claim=2, baseline_weight=0.0))
     assert likely.value == pytest.approx(0.95) and len(premises) == 2  # the two windows sharing most words
     assert any("opened in 1889" in p for p in premises)
-    joined = _score(Faithfulness(), sample, models(judge), EvalSettings(context_window=0))
+    joined = _score(Faithfulness(), sample, models(judge), EvalSettings(context_window=0, baseline_weight=0.0))
     assert joined.value == pytest.approx(0.95)  # all contexts at once, one verdict
     assert len(premises) == 3 and "[2] The museum" in premises[-1]
+
+
+def test_option_verdicts_take_out_the_lean_each_passage_gives_the_judge():
+    """Contextual calibration (judging.corrected): each passage is also judged with an empty statement,
+    and half of that lean, in log-odds, is taken out of every verdict against it; across windows the
+    one the judge itself rates highest is kept. Answers compared with a reference are left as they are."""
+    from offline_eval.metrics.judging import corrected
+
+    leans = {"Paris is the capital of France.": 0.8, "The Eiffel Tower opened in 1889.": 0.2}
+
+    def probs(text: str) -> dict[str, float]:
+        passage = text.split("Context:\n", 1)[1].split("\n\n", 1)[0]
+        statement = text.split("Statement: ", 1)[1].split("\n", 1)[0]
+        if not statement.strip():  # the probe: EMPTY_STATEMENT
+            p = leans[passage]
+        else:
+            p = 0.9 if ("1889" in statement) == ("1889" in passage) else 0.3
+        return {"Yes": p, "No": 1 - p}
+    judge = ScriptedJudge(script={"options": [{"match": "Statement:", "probs": probs}]})
+    sample = Sample(id="b", question="", answer="The tower opened in 1889.", contexts=CONTEXTS)
+    result = _score(Faithfulness(), sample, models(judge), EvalSettings(windows_per_claim=0))
+    [claim] = result.metadata["claims"]
+    expected = 1 / (1 + np.exp(-(np.log(0.9 / 0.1) - 0.5 * np.log(0.2 / 0.8))))
+    assert claim["judge_probability"] == pytest.approx(0.9) and claim["baseline"] == pytest.approx(0.2)
+    assert result.value == pytest.approx(expected) and claim["chunk"] == 1
+    assert corrected(0.9, 0.2, 0.5) == pytest.approx(expected) and corrected(0.9, 0.5, 1.0) == pytest.approx(0.9)
+    assert corrected(0.9, 0.2, 0.0) == 0.9
+    # a passage the judge leans towards pulls its verdicts down: same P(Yes), lower score
+    leaned = _score(Faithfulness(), Sample(id="c", question="", answer="The tower is old.", contexts=CONTEXTS[:1]),
+                    models(judge), EvalSettings(windows_per_claim=0))
+    assert leaned.value == pytest.approx(corrected(0.9, 0.8, 0.5)) and leaned.value < 0.9
+    off = _score(Faithfulness(), sample, models(judge), EvalSettings(windows_per_claim=0, baseline_weight=0.0))
+    assert off.value == pytest.approx(0.9) and "baseline" not in off.metadata["claims"][0]
 
 
 def test_answer_correctness_uses_expected_counts_on_whole_short_answers():

@@ -8,6 +8,7 @@ after one repair retry is reported as such.
 from __future__ import annotations
 
 import json
+import math
 import re
 from dataclasses import dataclass
 from typing import Any, Generator, Sequence
@@ -154,10 +155,15 @@ class Verdict:
     supported: bool
     chunk: int | None = None  # index of the supporting context chunk, when known
     reason: str = ""
+    judge: float | None = None  # option verdicts: the judge's own P(Yes) for the claim
+    baseline: float | None = None  # option verdicts: P(Yes) the same premise gets for an empty statement
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {"supported": self.supported, "probability": round(self.probability, 6),
                                "chunk": self.chunk}
+        if self.baseline is not None:
+            out["judge_probability"] = round(self.judge, 6)
+            out["baseline"] = round(self.baseline, 6)
         if self.reason:
             out["reason"] = self.reason
         return out
@@ -176,15 +182,42 @@ FRAMINGS: dict[str, tuple[Prompt, Prompt]] = {
 }
 
 
+# The statement of the content-free probe: the prompt with its statement left empty.
+EMPTY_STATEMENT = " "
+
+
+def _logit(p: float) -> float:
+    p = min(max(p, 1e-6), 1.0 - 1e-6)
+    return math.log(p / (1.0 - p))
+
+
+def corrected(judge: float, baseline: float | None, weight: float) -> float:
+    """P(supported) from the judge's P(Yes) for a claim and the P(Yes) its premise gets for an empty
+    statement: ``sigmoid(logit judge - weight * logit baseline)``.
+
+    This is contextual calibration (Zhao et al., 2021, "Calibrate Before Use"): a small judge's P(Yes)
+    rises and falls with the premise itself (its length, its topic), whatever the claim; the empty
+    statement measures that lean, and subtracting it ranks claims of different premises fairly.
+    ``weight`` 1 is the paper's full correction, 0 none. Measured with the bench judge on the four
+    shared labelled sets (benchmarks/results/agreement.md): half the correction ranks best or near
+    best on every one, the full correction loses on multi-sentence summaries.
+    """
+    if baseline is None or weight == 0:
+        return judge
+    return 1.0 / (1.0 + math.exp(-(_logit(judge) - weight * _logit(baseline))))
+
+
 def support_matrix(premises: Sequence[str], claims: Sequence[str], language: str, settings: EvalSettings,
-                   *, numbered: bool = False, question: str | None = None,
-                   framing: str = "reference") -> Generator[Any, Any, list[list[Verdict]] | str]:
+                   *, numbered: bool = False, question: str | None = None, framing: str = "reference",
+                   passages: bool = True) -> Generator[Any, Any, list[list[Verdict]] | str]:
     """Verdict for every (premise, claim) pair: ``result[p][c]``; or a reason string on failure.
 
     The verifier decides the request type: HHEM classifies each pair; the judge answers P(Yes) by
     option log-probabilities, or (``verdicts="generate"``) JSON verdicts for a handful of claims per
     call, with an exact-length schema so counts always match. ``numbered``: the premise is a list of
-    numbered chunks whose number the judge may cite. ``question``: the claims are read against it,
+    numbered chunks whose number the judge may cite. ``passages``: the premises are retrieved passages,
+    whose own lean is taken out of option verdicts (:func:`corrected`, ``settings.baseline_weight``);
+    False for a premise that is an answer or a reference answer. ``question``: the claims are read against it,
     by ``framing`` (``FRAMINGS``): as sentences of a reference answer to it (context_recall) or as the
     answer itself; without a question a claim is a statement on its own. HHEM takes premise and claim
     only.
@@ -200,12 +233,24 @@ def support_matrix(premises: Sequence[str], claims: Sequence[str], language: str
     extra = {"question": question} if question else {}
     option_prompt, verdicts_prompt = FRAMINGS[framing if question else "statement"]
     if settings.verdicts == "options":
+        weight = settings.baseline_weight if passages else 0.0
         requests = [ScoreOptions(prompt=option_prompt.render(language, premise=p, hypothesis=c, **extra),
                                  options=("Yes", "No")) for p in premises for c in claims]
+        if weight:  # one content-free probe per premise; it shares the premise's prompt prefix
+            requests += [ScoreOptions(prompt=option_prompt.render(language, premise=p, hypothesis=EMPTY_STATEMENT,
+                                                                  **extra), options=("Yes", "No")) for p in premises]
         probs = yield requests
         it = iter(probs)
-        return [[Verdict(float(o["Yes"]), float(o["Yes"]) >= threshold) for o in (next(it) for _ in claims)]
-                for _ in premises]
+        judged = [[float(next(it)["Yes"]) for _ in claims] for _ in premises]
+        baselines = [float(next(it)["Yes"]) if weight else None for _ in premises]
+        matrix = []
+        for row, baseline in zip(judged, baselines):
+            cells = []
+            for judge in row:
+                p = corrected(judge, baseline, weight)
+                cells.append(Verdict(p, p >= threshold, judge=judge, baseline=baseline))
+            matrix.append(cells)
+        return matrix
     # JSON verdicts, a few statements per call.
     step = max(1, settings.statements_per_call)
     asks, spans = [], []
@@ -287,7 +332,10 @@ def support_against_contexts(contexts: Sequence[str], claims: Sequence[str], lan
     ``settings.context_window`` words (a small judge reads one short passage far better than five
     long ones; the window is the shared prompt prefix of every claim checked against it), checks each
     claim against the ``settings.windows_per_claim`` windows that share most words with it, and takes
-    the best. With JSON verdicts, or ``context_window = 0``, the judge sees all chunks at once, numbered.
+    the window where the judge's own P(Yes) is highest, corrected by that window's baseline (see
+    :func:`corrected`; choosing by the corrected value instead favours windows the judge leans against,
+    which measured worse). With JSON verdicts, or ``context_window = 0``, the judge sees all chunks at
+    once, numbered.
     """
     if settings.verifier == "hhem":
         windows = list(enumerate(contexts))
@@ -307,9 +355,12 @@ def support_against_contexts(contexts: Sequence[str], claims: Sequence[str], lan
     for chosen, column in zip(candidates, columns):
         if isinstance(column, str):
             return column
-        best = max(range(len(chosen)), key=lambda i: column[i][0].probability)
-        v = column[best][0]
-        out.append(Verdict(v.probability, v.supported, windows[chosen[best]][0] if v.supported else None))
+        verdicts = [cell[0] for cell in column]
+        best = max(range(len(chosen)), key=lambda i: verdicts[i].judge if verdicts[i].judge is not None
+                   else verdicts[i].probability)
+        v = verdicts[best]
+        out.append(Verdict(v.probability, v.supported, windows[chosen[best]][0] if v.supported else None,
+                           judge=v.judge, baseline=v.baseline))
     return out
 
 

@@ -32,6 +32,9 @@ class EvalSettings:
     # fragment like "Tampa, Florida" states nothing on its own (a full sentence is judged on its own:
     # on BEGIN, reading dialogue replies as answers to the user's message cost 0.12 AUC); 0: never
     fragment_words: int = 4
+    # option verdicts: how much of the P(Yes) a premise gets for an empty statement is taken out of
+    # every verdict against it (contextual calibration, judging.corrected); 0: none, 1: all of it
+    baseline_weight: float = 0.5
     answer_relevancy_n: int = 3
     statements_per_call: int = 8  # claims verified per JSON call, so verdict lists are never cut off
     max_tokens: int = 768
