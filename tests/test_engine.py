@@ -230,3 +230,34 @@ def test_a_rejected_request_unscores_its_task_only(tmp_path):
     assert reasons[0] == "request_failed"
     assert "prompt too long" in out.results[0]["scores"]["faithfulness"]["explanation"]
     assert all(r is None for r in reasons[1:])
+
+
+def test_a_run_collects_garbage_less_often_and_restores_the_collector(tmp_path, monkeypatch):
+    """runner.fewer_collections: while windows are scored, everything alive at the start is frozen out
+    of collection and young collections are rarer; afterwards the collector is as it was, and a caller's
+    own frozen objects stay frozen."""
+    import gc
+
+    from offline_eval.engine import runner
+
+    seen = []
+    score_window = runner._score_window
+
+    def spy(*args, **kwargs):
+        seen.append((gc.get_threshold()[0], gc.get_freeze_count()))
+        return score_window(*args, **kwargs)
+
+    monkeypatch.setattr(runner, "_score_window", spy)
+    before = (gc.get_threshold(), gc.get_freeze_count())
+    metrics, _ = resolve_metrics(["faithfulness"])
+    evaluate(_samples(4), metrics, models(ScriptedJudge(script=SCRIPT)), EvalSettings(claims="llm"), tmp_path / "a")
+    assert seen and all(t == runner.GC_THRESHOLD and frozen > 0 for t, frozen in seen)
+    assert (gc.get_threshold(), gc.get_freeze_count()) == before
+    gc.freeze()  # a caller that froze its own objects keeps them frozen
+    try:
+        frozen = gc.get_freeze_count()
+        with runner.fewer_collections():
+            assert gc.get_threshold()[0] == runner.GC_THRESHOLD
+        assert gc.get_freeze_count() == frozen and gc.get_threshold() == before[0]
+    finally:
+        gc.unfreeze()
