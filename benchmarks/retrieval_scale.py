@@ -213,8 +213,6 @@ def m3_vectors(n: int, tokens: int, seed: int, *, colbert: bool, dense: bool = T
 
 def _disk_mb_per_1k(tokens: int, colbert: bool) -> dict[str, float]:
     """Bytes on disk per 1,000 chunks of each part, saved as the benchmark saves them."""
-    from offline_eval.retrieval.m3 import M3Vectors
-
     vectors = m3_vectors(1000, tokens, seed=9, colbert=colbert)
     with tempfile.TemporaryDirectory() as tmp:
         vectors.save(Path(tmp) / "v")

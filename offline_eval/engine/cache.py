@@ -70,8 +70,6 @@ class ResultCache:
         if self.path:
             self.path.parent.mkdir(parents=True, exist_ok=True)
         self._lock = threading.Lock()
-        self.hits = 0
-        self.misses = 0
         self.repaired = 0  # damaged records found, dropped and recomputed
         try:
             self._db = sqlite3.connect(str(self.path) if self.path else ":memory:",
@@ -141,8 +139,6 @@ class ResultCache:
         if bad:
             self.repaired += len(bad)
             log.warning("cache %s: %d damaged record(s) dropped; they are recomputed", self.path, len(bad))
-        self.hits += len(found)
-        self.misses += len(keys) - len(found)
         return found
 
     def put_many(self, kind: str, items: Iterable[tuple[str, Any]]) -> None:

@@ -121,11 +121,6 @@ class Embed(Request):
         return len(self.text)
 
 
-REQUEST_KINDS: dict[str, type[Request]] = {
-    cls.kind: cls for cls in (Generate, ScoreOptions, Classify, Embed)
-}
-
-
 _SCALARS = frozenset({str, int, float, bool, type(None)})
 
 

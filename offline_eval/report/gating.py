@@ -13,7 +13,7 @@ from typing import Any, Iterable, Mapping
 
 from offline_eval.report._run import lower_is_better
 
-__all__ = ["parse_thresholds", "check_thresholds", "regression_failures", "ThresholdError"]
+__all__ = ["parse_thresholds", "check_thresholds", "ThresholdError"]
 
 
 class ThresholdError(ValueError):
@@ -91,10 +91,3 @@ def check_thresholds(summary: Mapping[str, Any], thresholds: Mapping[str, float]
         elif mean < threshold:
             failures.append(f"{name} mean {m} < {t}")
     return failures
-
-
-def regression_failures(comparison: Any) -> list[str]:
-    """One line per significantly regressed metric of a :class:`~offline_eval.report.compare.Comparison`."""
-    from offline_eval.report.compare import regression_failures as _impl
-
-    return _impl(comparison)

@@ -13,7 +13,6 @@ e.g. ``language=en``).
 
 from __future__ import annotations
 
-import hashlib
 import json
 from dataclasses import dataclass, field
 from html.parser import HTMLParser
@@ -72,15 +71,6 @@ def load_corpus(path: str | Path, *, filters: Mapping[str, str] | None = None) -
     return docs
 
 
-def corpus_fingerprint(docs: Iterable[Document]) -> str:
-    """SHA-256 over ids and texts, in order: two corpora with the same fingerprint chunk identically."""
-    digest = hashlib.sha256()
-    for doc in docs:
-        digest.update(doc.id.encode("utf-8"))
-        digest.update(b"\x00")
-        digest.update(doc.text.encode("utf-8"))
-        digest.update(b"\x01")
-    return digest.hexdigest()
 
 
 def _first(row: Mapping[str, Any], names: tuple[str, ...]) -> tuple[str | None, Any]:

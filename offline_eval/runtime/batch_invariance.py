@@ -76,8 +76,6 @@ def _row_layouts(mask: Any, batch: int, q_len: int, k_len: int, device: Any) -> 
 
     A row's real keys are those some query attends to; a padding query that sees nothing is pointed
     at the first key, so no row of the softmax is empty (its output is never read)."""
-    import torch
-
     if mask is None:  # no padding: plain causal attention over every key
         return [(slice(None), _causal_hidden(q_len, k_len, device) if q_len > 1 else None)] * batch
     if _layout_memo[0] is mask:

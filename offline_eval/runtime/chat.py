@@ -28,7 +28,6 @@ from __future__ import annotations
 import hashlib
 import math
 from collections.abc import Iterable, Mapping, Sequence
-from pathlib import Path
 from typing import Any
 
 ChatMessages = Sequence[tuple[str, str]]

@@ -6,7 +6,6 @@ Vectors are L2-normalised float32, so a dot product is a cosine similarity.
 
 from __future__ import annotations
 
-import hashlib
 import logging
 from pathlib import Path
 from typing import Sequence
