@@ -185,12 +185,13 @@ def test_the_private_cluster_listens_on_loopback_only(tmp_path):
         if saved is not None:
             os.environ[SINGLE_MACHINE_ENV] = saved
     code = (
-        "import json, psutil\n"
+        "import json\n"
         "from importlib.metadata import version\n"
         "from offline_eval.engine.ray_engine import _connect, secure_private_cluster\n"
         "secure_private_cluster(version('ray'), None)\n"
         "_connect(None, 1, None)\n"
         "import ray\n"
+        "import psutil\n"
         "ray.get(ray.remote(lambda: 1).remote())  # a worker too\n"
         "me = psutil.Process()\n"
         "listening = []\n"
