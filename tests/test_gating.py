@@ -126,3 +126,29 @@ def test_print_summary_handles_empty_metric():
     row = out.splitlines()[2]
     assert row.split()[:4] == ["context_recall", "—", "—", "0"]
     assert "3 (missing_field:ground_truth 3)" in row
+
+
+def test_a_metrics_declared_direction_reaches_the_summary_and_the_gate(tmp_path):
+    """The direction lives on the metric (Metric.higher_is_better), summary.json records it, and the
+    gate reads it from there: a metric from outside the package needs no table anywhere."""
+    from offline_eval.data.schema import Sample
+    from offline_eval.engine.models import ModelSet
+    from offline_eval.engine.runner import evaluate
+    from offline_eval.metrics.base import Metric, Score
+    from offline_eval.metrics.settings import EvalSettings
+    from offline_eval.report._run import lower_is_better
+
+    class ErrorShare(Metric):
+        name = "error_share"
+        higher_is_better = False
+
+        def score(self, sample, ctx):
+            return Score(0.3)
+
+    samples = [Sample(id=str(i), question="q", answer="a", contexts=["c"]) for i in range(3)]
+    out = evaluate(samples, [ErrorShare()], ModelSet(), EvalSettings(), tmp_path / "run")
+    entry = out.summary["metrics"]["error_share"]
+    assert entry["higher_is_better"] is False and lower_is_better("error_share", entry)
+    assert check_thresholds(out.summary, {"error_share": 0.5}) == []
+    assert check_thresholds(out.summary, {"error_share": 0.2}) == ["error_share mean 0.30 > 0.20 (lower is better)"]
+    assert lower_is_better("hallucination_rate") and not lower_is_better("faithfulness")  # older summaries

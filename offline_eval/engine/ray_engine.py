@@ -579,4 +579,5 @@ def _run_with_ray(folder: RunFolder, samples: list[Sample], metrics: list[Metric
                 "actors_started": sum(generations.values()), "retries": retries,
                 "cache_mode": cache_mode, "cache_entries_merged": merged,
                 "wall_s": round(time.perf_counter() - started_at, 3)}}, stats, len(done),
-        applicable_calibrations(metrics, identities, settings, calibrations))
+        applicable_calibrations(metrics, identities, settings, calibrations),
+        lower_is_better=frozenset(m.name for m in metrics if not m.higher_is_better))

@@ -148,7 +148,8 @@ def evaluate(samples: list[Sample], metrics: list[Metric], models: ModelSet, set
         output = finish_run(folder, samples, names + ([AGGREGATE] if aggregate else []), {
             **info, "fingerprint": fingerprint, "resumed_samples": len(done), "window": window,
             "engine": engine.stats.to_dict(), "cache_repaired": getattr(cache, "repaired", 0)},
-            engine.stats.to_dict(), len(done), applicable_calibrations(metrics, identities, settings, calibrations))
+            engine.stats.to_dict(), len(done), applicable_calibrations(metrics, identities, settings, calibrations),
+            lower_is_better=frozenset(m.name for m in metrics if not m.higher_is_better))
         if on_close:
             on_close(output)
     return output
@@ -196,15 +197,18 @@ def applicable_calibrations(metrics: list[Metric], identities: dict[str, str], s
 
 def finish_run(folder: RunFolder, samples: list[Sample], names: list[str], run_info: dict[str, Any],
                stats: dict[str, Any], resumed: int,
-               calibrations: dict[str, Calibration | None] | None = None) -> RunOutput:
+               calibrations: dict[str, Calibration | None] | None = None,
+               lower_is_better: frozenset[str] = frozenset()) -> RunOutput:
     """Put results.jsonl in dataset order and write summary.json (streaming; see :meth:`RunFolder.finish`).
 
     ``calibrations``: metric -> the calibration that applies to it (None: none for these models); its
-    annotations are added to the rows and the summary."""
+    annotations are added to the rows and the summary. ``lower_is_better``: the metrics declared so
+    (:attr:`Metric.higher_is_better`); every metric's summary entry records its direction."""
     chosen = calibrations or {}
 
     def summary_of(values: dict[str, list], reasons: dict[str, list]) -> dict[str, Any]:
-        summary = {"metrics": {n: summarize(values[n], reasons[n]).to_dict() for n in names}}
+        summary = {"metrics": {n: {**summarize(values[n], reasons[n]).to_dict(),
+                                   "higher_is_better": n not in lower_is_better} for n in names}}
         calibration_summary(summary, chosen, values)
         return summary
 

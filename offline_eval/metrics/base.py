@@ -80,12 +80,15 @@ def missing_fields(sample: Sample, fields: tuple[str, ...]) -> Score | None:
 
 
 class Metric:
-    """Base class. Subclasses set ``name``, ``requires`` (sample fields) and ``roles`` (models used)."""
+    """Base class. Subclasses set ``name``, ``requires`` (sample fields), ``roles`` (models used) and,
+    for a metric where a smaller value is the better one, ``higher_is_better = False`` (recorded in
+    summary.json; reports, gates and comparisons read it from there)."""
 
     name: ClassVar[str]
     requires: ClassVar[tuple[str, ...]] = ()
     roles: ClassVar[frozenset[str]] = frozenset()  # subset of {"judge", "verifier", "embedder"}
     description: ClassVar[str] = ""
+    higher_is_better: ClassVar[bool] = True
 
     def score(self, sample: Sample, ctx: Any) -> ScoreGenerator:
         raise NotImplementedError

@@ -226,6 +226,7 @@ class Completeness(KeypointMetric):
 
 class Hallucination(KeypointMetric):
     name = "hallucination"
+    higher_is_better = False
     description = "share of the reference's key points the answer contradicts (RAGEval)"
     label = "Wrong"
 
@@ -233,6 +234,7 @@ class Hallucination(KeypointMetric):
 class Irrelevance(KeypointMetric):
     # 1 - R/|K| - W/|K| == I/|K| exactly (the labels' probabilities sum to 1), without floating-point residue.
     name = "irrelevance"
+    higher_is_better = False
     description = "share of key points neither covered nor contradicted: 1 - completeness - hallucination (RAGEval)"
     label = "Irrelevant"
 

@@ -90,6 +90,7 @@ class SentenceFaithfulness(Faithfulness):
 
 class HallucinationRate(Faithfulness):
     name = "hallucination_rate"
+    higher_is_better = False
     description = "share of the answer's claims with no support in the contexts (1 - faithfulness)"
 
     def from_verdicts(self, statements, verdicts, ctx):

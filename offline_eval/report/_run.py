@@ -9,20 +9,28 @@ from __future__ import annotations
 import json
 import math
 from dataclasses import dataclass, field
+from functools import lru_cache
 from pathlib import Path
-from typing import Any
+from typing import Any, Mapping
 
 RESULTS_FILE = "results.jsonl"
 SUMMARY_FILE = "summary.json"
 
-# Metrics where a *lower* value is better. Everything else is read as higher-is-better.
-# (The metric contract carries no direction yet; keep this in step with offline_eval.metrics.)
-LOWER_IS_BETTER: frozenset[str] = frozenset({"hallucination_rate", "hallucination", "irrelevance"})
+def lower_is_better(metric: str, entry: Mapping[str, Any] | None = None) -> bool:
+    """True for metrics such as ``hallucination_rate`` where a smaller score is the better one: what the
+    run's summary entry for the metric records (``higher_is_better``), else what the metric class of that
+    name declares (a summary written before the direction was recorded), else False."""
+    if entry and isinstance(entry.get("higher_is_better"), bool):
+        return not entry["higher_is_better"]
+    return _declared_lower(metric)
 
 
-def lower_is_better(metric: str) -> bool:
-    """True for metrics such as ``hallucination_rate`` where a smaller score is the better one."""
-    return metric in LOWER_IS_BETTER
+@lru_cache(maxsize=None)
+def _declared_lower(metric: str) -> bool:
+    from offline_eval.metrics import metric_classes
+
+    cls = metric_classes().get(metric)
+    return cls is not None and not cls.higher_is_better
 
 
 @dataclass

@@ -142,7 +142,7 @@ def compare_runs(run_a: str | Path | RunData, run_b: str | Path | RunData, *, al
             sb = sample_of(ib[sid])
             pairs.append(SampleDelta(sid, va, vb, text_of(sb.get("question") or sample_of(ia[sid]).get("question")),
                                      text_of(sample_of(ia[sid]).get("answer")), text_of(sb.get("answer"))))
-        lib = lower_is_better(m)
+        lib = lower_is_better(m, b.metric_summaries.get(m) or a.metric_summaries.get(m))
         if not pairs:
             metrics.append(MetricComparison(m, 0, None, None, None, None, None, lib, [], alpha))
             continue

@@ -85,7 +85,7 @@ def check_thresholds(summary: Mapping[str, Any], thresholds: Mapping[str, float]
                             f"{_reasons(entry.get('unscored_reasons'))}); threshold {threshold:g} not met")
             continue
         m, t = _pair(float(mean), float(threshold))
-        if lower_is_better(name):
+        if lower_is_better(name, entry):
             if mean > threshold:
                 failures.append(f"{name} mean {m} > {t} (lower is better)")
         elif mean < threshold:

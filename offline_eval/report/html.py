@@ -183,7 +183,7 @@ def _summary_section(data: RunData, metrics: list[str]) -> str:
     for m in metrics:
         s = summaries.get(m, {})
         mean = s.get("mean")
-        direction = "lower is better" if lower_is_better(m) else ""
+        direction = "lower is better" if lower_is_better(m, s) else ""
         dir_html = f" <span class='muted small'>({direction})</span>" if direction else ""
         rows.append(
             f"<tr data-metric='{e(m)}'><td class='metric'>{e(m)}{dir_html}</td>"
@@ -220,7 +220,7 @@ def _worst_section(data: RunData, metrics: list[str], anchors: list[str]) -> str
         if not scored:
             cards.append(f"<div class='card'><h3>{e(m)}</h3><p class='muted'>no scored samples</p></div>")
             continue
-        reverse = lower_is_better(m)
+        reverse = lower_is_better(m, data.metric_summaries.get(m))
         scored.sort(key=lambda vi: (-vi[0] if reverse else vi[0], vi[1]))
         items = []
         for v, i in scored[:WORST_N]:

@@ -82,7 +82,7 @@ def print_summary(summary: Mapping[str, Any], file: IO[str] | None = None) -> No
     for name, mean, row in _rows(summary):
         style = ""
         if isinstance(mean, (int, float)) and not isinstance(mean, bool):
-            good = 1.0 - mean if lower_is_better(name) else mean
+            good = 1.0 - mean if lower_is_better(name, _metrics(summary).get(name)) else mean
             style = "green" if good >= 0.75 else "yellow" if good >= 0.5 else "red"
         unscored = Text(row[4], style="dim" if row[4] == "0" else "yellow")
         table.add_row(Text(row[0], style="bold"), Text(row[1], style=style), row[2], row[3], unscored)
