@@ -23,7 +23,7 @@ from typing import Any, Callable
 import pytest
 
 from offline_eval.data.schema import Sample
-from offline_eval.metrics.base import Metric, Score
+from offline_eval.metrics.base import Metric, Score, start
 from offline_eval.metrics.rageval_retrieval import (
     EIR,
     METRICS,
@@ -126,8 +126,8 @@ def test_metric_classes_agree_with_functions_on_the_fixture(
                         ground_truth=row["ground_truth"]["content"],
                         reference_contexts=row["ground_truth"]["references"],
                         language=row["language"])
-        r = recall.score(sample, None)
-        e = eir_metric.score(sample, None)
+        r = start(recall, sample, None)  # as the engine starts it: required fields checked first
+        e = start(eir_metric, sample, None)
         if not row["ground_truth"]["references"]:
             unscored_no_refs += 1
             assert r.value is None and r.reason == "missing_field:reference_contexts"
@@ -135,7 +135,7 @@ def test_metric_classes_agree_with_functions_on_the_fixture(
         else:
             assert r.value == pytest.approx(_recall(row), abs=TOL)
             assert e.value == pytest.approx(_eir(row), abs=TOL)
-        assert rouge.score(sample, None).value == pytest.approx(_rouge(row), abs=TOL)
+        assert start(rouge, sample, None).value == pytest.approx(_rouge(row), abs=TOL)
     assert unscored_no_refs > 0  # the fixture has items without references
 
 
@@ -277,14 +277,15 @@ def test_metric_classes_return_scores_directly() -> None:
 
 
 def test_metric_classes_unscore_missing_fields() -> None:
+    """Required fields are checked once, by the engine's start, from each class's ``requires``."""
     no_refs = _sample(contexts=["a."], reference_contexts=[], answer="x", ground_truth="")
     for cls in (RetrievalRecall, RetrievalPrecision, EIR):
-        score = cls().score(no_refs, None)
+        score = start(cls(), no_refs, None)
         assert score.value is None and score.reason == "missing_field:reference_contexts"
-    score = RougeL().score(no_refs, None)
+    score = start(RougeL(), no_refs, None)
     assert score.value is None and score.reason == "missing_field:ground_truth"
     no_ctx = _sample(contexts=None, reference_contexts=REFS)
-    assert RetrievalRecall().score(no_ctx, None).reason == "missing_field:contexts"
+    assert start(RetrievalRecall(), no_ctx, None).reason == "missing_field:contexts"
 
 
 def test_metric_classes_unscore_degenerate_text() -> None:

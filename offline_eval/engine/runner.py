@@ -27,6 +27,7 @@ from offline_eval.engine.models import ModelSet
 from offline_eval.engine.run_folder import FINGERPRINT, RESULTS, SUMMARY, RunFolder, RunOutput
 from offline_eval.metrics import AGGREGATE
 from offline_eval.metrics.base import Metric, Score
+from offline_eval.metrics.base import start as start_metric
 from offline_eval.metrics.settings import EvalSettings
 from offline_eval.stats import summarize
 
@@ -221,6 +222,6 @@ def finish_run(folder: RunFolder, samples: list[Sample], names: list[str], run_i
 
 def _start(metric: Metric, sample: Sample, settings: EvalSettings):
     try:
-        return metric.score(sample, settings)
+        return start_metric(metric, sample, settings)
     except Exception as exc:  # a metric that fails before its first step
         return Score.unscored(f"error:{type(exc).__name__}", str(exc))

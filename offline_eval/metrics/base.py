@@ -79,8 +79,19 @@ def missing_fields(sample: Sample, fields: tuple[str, ...]) -> Score | None:
     return None
 
 
+def start(metric: "Metric", sample: Sample, ctx: Any) -> "ScoreGenerator | Score":
+    """What the engine drives for one (sample, metric): the unscored Score (``missing_field:<first>``)
+    when the sample lacks a field of ``metric.requires`` (checked here, once, for every metric), else
+    the metric's own ``score``."""
+    missing = missing_fields(sample, metric.requires)
+    if missing is not None:
+        return missing
+    return metric.score(sample, ctx)
+
+
 class Metric:
-    """Base class. Subclasses set ``name``, ``requires`` (sample fields), ``roles`` (models used) and,
+    """Base class. Subclasses set ``name``, ``requires`` (sample fields: the engine leaves a sample that
+    lacks one unscored without calling ``score``, see :func:`start`), ``roles`` (models used) and,
     for a metric where a smaller value is the better one, ``higher_is_better = False`` (recorded in
     summary.json; reports, gates and comparisons read it from there)."""
 

@@ -190,9 +190,6 @@ class KeypointMetric(Metric):
     roles = frozenset({"judge"})
 
     def score(self, sample: Sample, ctx: EvalSettings) -> ScoreGenerator:
-        absent = sample.missing(self.requires)
-        if absent:
-            return Score.unscored(f"missing_field:{absent[0]}", f"the sample has no {', '.join(absent)}")
         judged = yield from judge_keypoints(sample, ctx)
         if judged.problem:
             extra = {"raw": judged.raw} if judged.raw else {}

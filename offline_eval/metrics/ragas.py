@@ -9,7 +9,7 @@ import numpy as np
 
 from offline_eval.data.schema import Sample
 from offline_eval.engine.requests import ScoreOptions
-from offline_eval.metrics.base import Metric, Score, ScoreGenerator, missing_fields
+from offline_eval.metrics.base import Metric, Score, ScoreGenerator
 from offline_eval.metrics.judging import (
     JsonAsk, Statements, Verdict, answer_statements, ask_json, ask_json_many, embed_texts, parallel,
     support_against_contexts, support_matrix,
@@ -23,12 +23,9 @@ from offline_eval.text import split_sentences
 
 
 class SampleMetric(Metric):
-    """Checks the required fields, then runs ``compute``."""
+    """Runs ``compute`` in the sample's language (the engine has checked the required fields)."""
 
     def score(self, sample: Sample, ctx: EvalSettings) -> ScoreGenerator:
-        missing = missing_fields(sample, self.requires)
-        if missing:
-            return missing
         return (yield from self.compute(sample, ctx, ctx.language_for(sample)))
 
     def compute(self, sample: Sample, ctx: EvalSettings, lang: str) -> ScoreGenerator:

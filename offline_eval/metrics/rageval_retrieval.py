@@ -34,7 +34,7 @@ from __future__ import annotations
 from typing import Any, ClassVar, Literal
 
 from offline_eval.data.schema import Sample
-from offline_eval.metrics.base import Metric, Score, missing_fields
+from offline_eval.metrics.base import Metric, Score
 from offline_eval.text import (
     count_units,
     detect_language,
@@ -244,10 +244,7 @@ class RetrievalRecall(Metric):
         "Share of reference passages whose every sentence occurs verbatim in a retrieved chunk.")
 
     def score(self, sample: Sample, ctx: Any) -> Score:  # type: ignore[override]
-        """Recall of this sample; unscored when a field is missing."""
-        missing = missing_fields(sample, self.requires)
-        if missing is not None:
-            return missing
+        """Recall of this sample; the engine has checked the required fields."""
         refs, chunks = list(sample.reference_contexts or []), list(sample.contexts or [])
         lang = _language(sample, *refs)
         value = retrieval_recall(refs, chunks, lang)
@@ -275,10 +272,7 @@ class RetrievalPrecision(Metric):
         return {"top_k": self.top_k, "variant": self.variant}
 
     def score(self, sample: Sample, ctx: Any) -> Score:  # type: ignore[override]
-        """Precision of this sample; unscored when a field is missing."""
-        missing = missing_fields(sample, self.requires)
-        if missing is not None:
-            return missing
+        """Precision of this sample; the engine has checked the required fields."""
         refs, chunks = list(sample.reference_contexts or []), list(sample.contexts or [])
         lang = _language(sample, *chunks)
         value = retrieval_precision(refs, chunks, lang, top_k=self.top_k, variant=self.variant)
@@ -300,10 +294,7 @@ class EIR(Metric):
         "divided by the words of the retrieved text.")
 
     def score(self, sample: Sample, ctx: Any) -> Score:  # type: ignore[override]
-        """EIR of this sample; unscored when a field is missing or the retrieved text is empty."""
-        missing = missing_fields(sample, self.requires)
-        if missing is not None:
-            return missing
+        """EIR of this sample; unscored when the retrieved text is empty (the engine has checked the fields)."""
         refs, chunks = list(sample.reference_contexts or []), list(sample.contexts or [])
         lang = _language(sample, *refs)
         matched, total = _eir_parts(refs, chunks, lang)
@@ -323,10 +314,7 @@ class RougeL(Metric):
     description: ClassVar[str] = "ROUGE-L F of the answer against the reference answer."
 
     def score(self, sample: Sample, ctx: Any) -> Score:  # type: ignore[override]
-        """ROUGE-L of this sample; unscored when a field is missing or has no tokens."""
-        missing = missing_fields(sample, self.requires)
-        if missing is not None:
-            return missing
+        """ROUGE-L of this sample; unscored when a field has no tokens (the engine has checked the fields)."""
         answer, truth = sample.answer or "", sample.ground_truth or ""
         lang = _language(sample, truth, answer)
         for field_name, text in (("answer", answer), ("ground_truth", truth)):
