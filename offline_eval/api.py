@@ -138,13 +138,15 @@ def _samples(data: Any, mapping: Mapping[str, str] | None, limit: int | None) ->
                              dict(mapping) if mapping else None, limit=limit)
 
 
-def evaluate(data: Any, metrics: Iterable[str] | None = None, *, models: Models | None = None,
+def evaluate(data: Any, metrics: Iterable[Any] | None = None, *, models: Models | None = None,
              profile: str | None = None, judge: str | None = None, embedder: str | None = None,
              verifier: str | None = None, device: str | None = None, batch_size: int | None = None,
              output: str | Path | None = None, cache: bool | str | Path = True, overwrite: bool = False,
              mapping: Mapping[str, str] | None = None, limit: int | None = None, calibrations: bool = True,
              window: int | None = None, **options: Any) -> EvalResult:
-    """Score ``data`` with ``metrics`` (default: the CLI's five; add "aggregate" for a ragas_score).
+    """Score ``data`` with ``metrics`` (names, or Metric instances; default: the CLI's five; add
+    "aggregate" for a ragas_score). A metric of your own: a Metric subclass, registered by name with
+    ``offline_eval.metrics.register_metric`` or passed as an instance.
 
     ``data``: a dataset path, a list of dicts, a pandas DataFrame or a ``datasets.Dataset``, read
     through the CLI's readers and field aliases (``mapping`` as ``--map``). ``models``: from

@@ -73,6 +73,9 @@ def add_run_parser(subparsers: Any) -> argparse.ArgumentParser:
     what.add_argument("--metrics", type=_csv, metavar="a,b,...",
                       help="metric names (see `offline-eval metrics`); add 'aggregate' for a ragas_score "
                            "(default: faithfulness,answer_relevancy,context_precision,context_recall,answer_correctness)")
+    what.add_argument("--plugin", action="append", metavar="MODULE|FILE.py",
+                      help="import a module or .py file whose metrics register themselves "
+                           "(offline_eval.metrics.register_metric), so --metrics can name them; repeatable")
     what.add_argument("--language", choices=["en", "zh"], help="force the prompt language (default: per sample)")
     what.add_argument("--verdicts", choices=["options", "generate"],
                       help="judge verdicts as P(Yes) from log-probabilities (options) or as JSON with reasons (generate)")
@@ -199,7 +202,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     from offline_eval.data.readers import parse_mapping, read_dataset
     from offline_eval.engine.run_folder import default_run_folder
     from offline_eval.engine.runner import evaluate
-    from offline_eval.metrics import resolve_metrics
+    from offline_eval.metrics import load_plugins, resolve_metrics
     from offline_eval.metrics.settings import EvalSettings
 
     if not args.dataset:
@@ -210,6 +213,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     samples = read_dataset(args.dataset, mapping, limit=args.limit, skipped=skipped)
     for bad in skipped or []:
         print(f"offline-eval: skipped: {bad['reason']}", file=sys.stderr)
+    load_plugins(args.plugin or [])
     metrics, aggregate = resolve_metrics(args.metrics)
     gates = _gates(args.fail_under, [m.name for m in metrics] + (["aggregate"] if aggregate else []))
     check_device(args.device)

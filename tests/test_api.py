@@ -13,6 +13,7 @@ import offline_eval
 from offline_eval.cli import main
 
 REPO = Path(__file__).resolve().parents[1]
+EXAMPLES = REPO / "examples" / "sample.jsonl"
 
 
 def _readme_example() -> str:
@@ -60,3 +61,55 @@ def test_evaluate_takes_rows_saves_a_run_folder_and_compares(tiny_profile, tmp_p
         offline_eval.evaluate(rows, ["rouge_l"], models=models, no_such_setting=1)
     with pytest.raises(offline_eval.api.DataError, match="row 1: expected a mapping"):
         offline_eval.evaluate(["not a row"], ["rouge_l"], models=models)
+
+
+PLUGIN = '''
+from offline_eval.metrics import register_metric
+from offline_eval.metrics.base import Metric, Score
+
+
+@register_metric
+class AnswerWords(Metric):
+    name = "answer_words"
+    requires = ("answer",)
+    higher_is_better = False
+    description = "words in the answer"
+
+    def score(self, sample, ctx):
+        return Score(float(len(sample.answer.split())))
+'''
+
+
+def test_a_metric_from_a_module_outside_the_package_runs_through_the_cli_and_the_api(tmp_path, capsys):
+    """Issue #16: a metric is one module; registering it by a decorator is all it takes, for
+    `run --plugin FILE --metrics NAME` and for offline_eval.evaluate, with no other file touched."""
+    plugin = tmp_path / "my_metrics.py"
+    plugin.write_text(PLUGIN, encoding="utf-8")
+    out = tmp_path / "cli"
+    assert main(["run", "--dataset", str(EXAMPLES), "--plugin", str(plugin), "--metrics", "answer_words,rouge_l",
+                 "--no-cache", "--quiet", "--no-report", "--output", str(out), "--fail-under", "answer_words=1000"]) == 0
+    summary = json.loads((out / "summary.json").read_text())
+    entry = summary["metrics"]["answer_words"]
+    assert entry["n_scored"] == 12 and entry["higher_is_better"] is False and entry["mean"] > 1
+    rows = [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()]
+    assert rows[0]["scores"]["answer_words"]["value"] == len(rows[0]["sample"]["answer"].split())
+    # the Python API: by the registered name, and as an instance
+    result = offline_eval.evaluate([{"id": "a", "question": "q", "answer": "three words here", "contexts": ["c"]}],
+                                   metrics=["answer_words"], cache=False)
+    assert result.summary["metrics"]["answer_words"]["mean"] == 3.0
+    from offline_eval.metrics import metric_classes
+
+    instance = metric_classes()["answer_words"]()
+    again = offline_eval.evaluate([{"id": "a", "question": "q", "answer": "two words", "contexts": ["c"]}],
+                                  metrics=[instance], cache=False)
+    assert again.to_pandas()["answer_words"].tolist() == [2.0]
+    # a plugin that cannot be imported, or that takes a built-in name: one line each
+    assert main(["run", "--dataset", str(EXAMPLES), "--plugin", str(tmp_path / "missing.py"), "--no-cache",
+                 "--quiet", "--no-report", "--output", str(tmp_path / "x")]) != 0
+    assert "cannot load plugin" in capsys.readouterr().err
+    clash = tmp_path / "clash.py"
+    clash.write_text(PLUGIN.replace('"answer_words"', '"faithfulness"'), encoding="utf-8")
+    with pytest.raises(ValueError, match="cannot load plugin .*'faithfulness' is taken"):
+        from offline_eval.metrics import load_plugins
+
+        load_plugins([str(clash)])

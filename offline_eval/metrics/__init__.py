@@ -1,8 +1,14 @@
-"""Every metric by name. Modules list their metric classes in ``METRICS``."""
+"""Every metric by name. The package's modules list their metric classes in ``METRICS``; a metric
+defined anywhere else registers itself with :func:`register_metric` when its module is imported
+(``offline-eval run --plugin MODULE_OR_FILE`` imports one for the command line)."""
 
 from __future__ import annotations
 
 import importlib
+import importlib.util
+import sys
+from pathlib import Path
+from typing import Iterable
 
 from offline_eval.metrics.base import Metric, Score
 
@@ -14,7 +20,42 @@ DEFAULT_METRICS = ("faithfulness", "answer_relevancy", "context_precision", "con
 AGGREGATE = "aggregate"
 
 
-def metric_classes() -> dict[str, type[Metric]]:
+_REGISTERED: dict[str, type[Metric]] = {}
+
+
+def register_metric(cls: type[Metric]) -> type[Metric]:
+    """Class decorator: the metric becomes available by its ``name`` to ``run --metrics`` and the Python
+    API, with nothing else to edit. A later registration of the same name replaces an earlier one; the
+    package's own names cannot be taken."""
+    if not (isinstance(cls, type) and issubclass(cls, Metric)) or not isinstance(getattr(cls, "name", None), str):
+        raise TypeError("register_metric takes a Metric subclass with a name")
+    if cls.name in _builtin_classes() or cls.name in (AGGREGATE, "ragas_score"):
+        raise ValueError(f"metric name {cls.name!r} is taken by offline-eval's own metrics; choose another")
+    _REGISTERED[cls.name] = cls
+    return cls
+
+
+def load_plugins(specs: Iterable[str]) -> None:
+    """Import each plugin: a module name on the Python path, or a ``.py`` file; their metrics register
+    themselves. A plugin that cannot be imported raises ValueError with one line naming it."""
+    for spec in specs:
+        try:
+            if spec.endswith(".py") or "/" in spec:
+                path = Path(spec).expanduser().resolve()
+                name = f"offline_eval_plugin_{path.stem}"
+                loader = importlib.util.spec_from_file_location(name, path)
+                if loader is None or not path.is_file():
+                    raise FileNotFoundError(f"no such file {path}")
+                module = importlib.util.module_from_spec(loader)
+                sys.modules[name] = module
+                loader.loader.exec_module(module)  # type: ignore[union-attr]
+            else:
+                importlib.import_module(spec)
+        except Exception as exc:  # one line for the user, whatever the plugin did
+            raise ValueError(f"cannot load plugin {spec}: {type(exc).__name__}: {exc}") from None
+
+
+def _builtin_classes() -> dict[str, type[Metric]]:
     found: dict[str, type[Metric]] = {}
     for module_name in METRIC_MODULES:
         try:
@@ -28,17 +69,28 @@ def metric_classes() -> dict[str, type[Metric]]:
     return found
 
 
-def resolve_metrics(names: list[str] | tuple[str, ...] | None) -> tuple[list[Metric], bool]:
-    """Metric instances for ``names`` (default set when None) and whether ``aggregate`` was asked."""
+def metric_classes() -> dict[str, type[Metric]]:
+    """Every metric class by name: the package's own, then the registered ones."""
+    return {**_REGISTERED, **_builtin_classes()}
+
+
+def resolve_metrics(names: Iterable[str | Metric] | None) -> tuple[list[Metric], bool]:
+    """Metric instances for ``names`` (default set when None; a Metric instance is taken as it is) and
+    whether ``aggregate`` was asked."""
     names = list(names or DEFAULT_METRICS)
     available = metric_classes()
     aggregate = AGGREGATE in names or "ragas_score" in names
     chosen = [n for n in names if n not in (AGGREGATE, "ragas_score")]
-    unknown = [n for n in chosen if n not in available]
+    unknown = [n for n in chosen if not isinstance(n, Metric) and n not in available]
     if unknown:
         raise ValueError(f"unknown metric(s) {', '.join(unknown)}; known: "
                          f"{', '.join(sorted(available))}, {AGGREGATE}")
-    return [available[n]() for n in dict.fromkeys(chosen)], aggregate
+    out: dict[str, Metric] = {}
+    for n in chosen:
+        metric = n if isinstance(n, Metric) else available[n]()
+        out.setdefault(metric.name, metric)
+    return list(out.values()), aggregate
 
 
-__all__ = ["Metric", "Score", "metric_classes", "resolve_metrics", "DEFAULT_METRICS", "AGGREGATE"]
+__all__ = ["Metric", "Score", "metric_classes", "resolve_metrics", "register_metric", "load_plugins",
+           "DEFAULT_METRICS", "AGGREGATE"]
