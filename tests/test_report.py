@@ -338,3 +338,25 @@ def test_report_script_never_builds_a_selector_from_text():
 
     script = "\n".join(v for v in vars(assets).values() if isinstance(v, str))
     assert not re.search(r"querySelector(All)?\([^)]*\+", script)
+
+
+def test_a_metric_the_summary_marks_lower_is_better_is_coloured_that_way(tmp_path):
+    """The direction comes from the run's summary.json, so a report of a plugin metric made in a process
+    that never imported the plugin still colours a low value green and sorts its worst samples first."""
+    from offline_eval.report.html import render_report
+    from offline_eval.report._run import load_run
+
+    run = tmp_path / "run"
+    run.mkdir()
+    rows = [{"id": f"s{i}", "row": i + 1, "sample": {"question": f"q{i}", "answer": "a"},
+             "scores": {"error_share": {"value": v}}} for i, v in enumerate([0.0, 1.0])]
+    (run / "results.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    (run / "summary.json").write_text(json.dumps({"metrics": {"error_share": {
+        "mean": 0.5, "n_scored": 2, "n_unscored": 0, "higher_is_better": False}}}), encoding="utf-8")
+    page = render_report(load_run(run))
+    pills = re.findall(r"<span class='pill' style='background:hsl\((\d+),[^']*'>([^<]*)</span>", page)
+    hues = {value: {int(h) for h, v in pills if v == value} for value in ("0.000", "1.000")}
+    assert hues == {"0.000": {120}, "1.000": {0}}  # every badge: 0 is green, 1 is red
+    worst = page.split("data-worst='error_share'", 1)[1]
+    assert worst.index("1.000") < worst.index("0.000")  # the worst sample first
+    assert "(lower is better)" in page

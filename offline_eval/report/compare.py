@@ -295,7 +295,8 @@ def render_comparison_html(comparison: Comparison) -> str:
         rows.append(
             f"<tr data-metric='{e(m.name)}' data-verdict='{e(flag)}'><td><b>{e(m.name)}</b>"
             + (" <span class='muted small'>(lower is better)</span>" if m.lower_is_better else "") + "</td>"
-            f"<td class='num'>{pill(m.name, m.mean_a)}</td><td class='num'>{pill(m.name, m.mean_b)}</td>"
+            f"<td class='num'>{pill(m.mean_a, lower=m.lower_is_better)}</td>"
+            f"<td class='num'>{pill(m.mean_b, lower=m.lower_is_better)}</td>"
             f"<td class='num {d_cls}' data-v='{'' if m.delta is None else repr(m.delta)}'>{_num(m.delta, sign=True)}</td>"
             f"<td class='num'>{e(_ci(m.ci95))}</td><td>{_forest(m, span)}</td>"
             f"<td class='num' data-v='{'' if m.p_value is None else repr(m.p_value)}'>{e(_p(m.p_value))}</td>"
@@ -320,7 +321,8 @@ def render_comparison_html(comparison: Comparison) -> str:
         items = []
         for s in m.most_regressed:
             items.append(
-                f"<tr><td>{e(s.id)}</td><td class='num'>{pill(m.name, s.a)}</td><td class='num'>{pill(m.name, s.b)}</td>"
+                f"<tr><td>{e(s.id)}</td><td class='num'>{pill(s.a, lower=m.lower_is_better)}</td>"
+                f"<td class='num'>{pill(s.b, lower=m.lower_is_better)}</td>"
                 f"<td class='num delta-neg'>{s.delta:+.3f}</td><td><div class='text'>{e(s.question[:300])}</div>"
                 f"<details><summary class='muted small'>answers</summary><div class='cols'>"
                 f"<div><div class='label muted small'>A</div><div class='text'>{e(s.answer_a)}</div></div>"

@@ -61,18 +61,20 @@ def page(title: str, body: str, *, scripts: Iterable[str] = ()) -> str:
 
 # ----------------------------------------------------------------------------- score formatting
 
-def goodness(metric: str, value: float) -> float:
-    """Map a score to [0, 1] where 1 is best, whatever the metric's direction."""
+def goodness(value: float, lower: bool = False) -> float:
+    """Map a score to [0, 1] where 1 is best: ``lower`` for a metric where a smaller value is better
+    (as the run's summary records it, :func:`~offline_eval.report._run.lower_is_better`)."""
     v = min(max(value, 0.0), 1.0)
-    return 1.0 - v if lower_is_better(metric) else v
+    return 1.0 - v if lower else v
 
 
-def pill(metric: str, value: float | None, reason: str | None = None) -> str:
-    """A score badge coloured from red (bad) to green (good); grey with the reason if unscored."""
+def pill(value: float | None, reason: str | None = None, *, lower: bool = False) -> str:
+    """A score badge coloured from red (bad) to green (good), ``lower`` as in :func:`goodness`; grey
+    with the reason if unscored."""
     if value is None:
         tip = f" title='{e(reason)}'" if reason else ""
         return f"<span class='pill na'{tip}>n/a</span>"
-    hue = round(goodness(metric, value) * 120)
+    hue = round(goodness(value, lower) * 120)
     return (f"<span class='pill' style='background:hsl({hue},62%,86%);color:hsl({hue},70%,22%)'>"
             f"{fmt_num(value)}</span>")
 
@@ -183,11 +185,11 @@ def _summary_section(data: RunData, metrics: list[str]) -> str:
     for m in metrics:
         s = summaries.get(m, {})
         mean = s.get("mean")
-        direction = "lower is better" if lower_is_better(m, s) else ""
-        dir_html = f" <span class='muted small'>({direction})</span>" if direction else ""
+        lower = lower_is_better(m, s)
+        dir_html = " <span class='muted small'>(lower is better)</span>" if lower else ""
         rows.append(
             f"<tr data-metric='{e(m)}'><td class='metric'>{e(m)}{dir_html}</td>"
-            f"<td class='num'>{pill(m, mean if isinstance(mean, (int, float)) else None)}</td>"
+            f"<td class='num'>{pill(mean if isinstance(mean, (int, float)) else None, lower=lower)}</td>"
             f"<td class='num'>{e(fmt_ci(s.get('ci95')))}</td><td>{ci_bar(mean, s.get('ci95'))}</td>"
             f"<td class='num'>{e(fmt_num(s.get('std')))}</td>"
             f"<td class='num'>{_as_int(s.get('n_scored'))}</td>"
@@ -227,7 +229,7 @@ def _worst_section(data: RunData, metrics: list[str], anchors: list[str]) -> str
             rec = data.results[i]
             q = text_of(sample_of(rec).get("question"))
             q = q if len(q) <= 110 else q[:107] + "…"
-            items.append(f"<li>{pill(m, v)} <a href='#{anchors[i]}'>{e(sample_id(rec, i))}</a> "
+            items.append(f"<li>{pill(v, lower=reverse)} <a href='#{anchors[i]}'>{e(sample_id(rec, i))}</a> "
                          f"<span class='muted'>{e(q)}</span></li>")
         cards.append(f"<div class='card' data-worst='{e(m)}'><h3>{e(m)}</h3>"
                      f"<ol class='worst'>{''.join(items)}</ol></div>")
@@ -376,7 +378,7 @@ def _evidence_body(metric: str, meta: dict[str, Any], contexts: list[str]) -> st
     return "".join(p for p in parts if p)
 
 
-def _sample_detail(rec: dict[str, Any], metrics: list[str]) -> str:
+def _sample_detail(rec: dict[str, Any], metrics: list[str], lower: set[str]) -> str:
     sample = sample_of(rec)
     contexts = str_list(sample.get("contexts"))
     left = (_field("question", sample.get("question")) + _field("answer", sample.get("answer"))
@@ -407,7 +409,7 @@ def _sample_detail(rec: dict[str, Any], metrics: list[str]) -> str:
             continue
         value = score_value(rec, m)
         reason = unscored_reason(rec, m)
-        head = f"<span class='name'>{e(m)}</span> {pill(m, value, reason)}"
+        head = f"<span class='name'>{e(m)}</span> {pill(value, reason, lower=m in lower)}"
         if reason:
             head += f" <span class='muted small'>unscored: <code>{e(reason)}</code></span>"
         explanation = text_of(entry.get("explanation"))
@@ -429,6 +431,7 @@ def _samples_section(data: RunData, metrics: list[str], anchors: list[str]) -> s
     for i, m in enumerate(metrics):
         heads.append(f"<th class='sortable num' data-key='m{i}' data-type='num' data-metric='{e(m)}'>"
                      f"{e(m).replace('_', '_<wbr>')}<span class='arrow'></span></th>")
+    lower = {m for m in metrics if lower_is_better(m, data.metric_summaries.get(m))}
     bodies = []
     for idx, rec in enumerate(data.results):
         sample = sample_of(rec)
@@ -448,14 +451,14 @@ def _samples_section(data: RunData, metrics: list[str], anchors: list[str]) -> s
             reason = unscored_reason(rec, m) if score_entry(rec, m) is not None else None
             if value is None and reason:
                 unscored.append(m)
-            cells.append(f"<td class='num'>{pill(m, value, reason) if score_entry(rec, m) else ''}</td>")
+            cells.append(f"<td class='num'>{pill(value, reason, lower=m in lower) if score_entry(rec, m) else ''}</td>")
             keys.append(f"data-k-m{i}='{'' if value is None else repr(value)}'")
         search = " ".join([sid, question, text_of(sample.get("answer"))]).lower()[:_SEARCH_CHARS]
         bodies.append(
             f"<tbody id='{anchors[idx]}' {' '.join(keys)} data-lang='{e(lang)}' "
             f"data-unscored='{e(' '.join(unscored))}' data-search='{e(search)}'>"
             f"<tr class='srow' aria-expanded='false'>{''.join(cells)}</tr>"
-            f"<tr class='detail' hidden><td colspan='{len(heads)}'>{_sample_detail(rec, metrics)}</td></tr>"
+            f"<tr class='detail' hidden><td colspan='{len(heads)}'>{_sample_detail(rec, metrics, lower)}</td></tr>"
             "</tbody>")
     lang_opts = "".join(f"<option value='{e(l)}'>{e(l)}</option>" for l in languages)
     lang_select = (f"<label>language <select id='f-lang'><option value=''>all</option>{lang_opts}</select></label>"
