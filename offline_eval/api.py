@@ -167,7 +167,7 @@ def evaluate(data: Any, metrics: Iterable[Any] | None = None, *, models: Models 
     wanted = {r for m in chosen for r in m.roles}
     if models is None:
         models = load_models(profile, judge=judge, embedder=embedder, verifier=verifier, device=device,
-                             batch_size=batch_size, roles=wanted or ("judge",))
+                             batch_size=batch_size, roles=wanted)
     uses_hhem = not models.profile.verifier_is_judge
     settings = EvalSettings.from_options(verifier="hhem" if uses_hhem else "judge", **options)
     samples = _samples(data, mapping, limit)
