@@ -3,8 +3,11 @@ a damaged file stopped with one line, `offline-eval cache check|prune`."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import sqlite3
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -18,6 +21,8 @@ from offline_eval.runtime.hashing_embedder import HashingEmbedder
 from offline_eval.runtime.scripted import ScriptedJudge
 from tests.helpers import models
 from tests.test_engine import SCRIPT, _samples
+
+REPO = Path(__file__).resolve().parents[1]
 
 
 def _run(tmp_path: Path, cache: ResultCache, name: str):
@@ -37,6 +42,7 @@ def test_an_edited_value_is_recomputed_and_counted_not_believed(tmp_path: Path) 
     path = tmp_path / "cache.sqlite"
     cache = ResultCache(path)
     _, first = _run(tmp_path, cache, "a")
+    cache.close()  # this process's journal is folded into the results table
     # change one cached verdict the way a stray edit would: a valid JSON value, a different number
     with sqlite3.connect(path) as db:
         key, value = db.execute("SELECT key, value FROM results WHERE kind = 'options' LIMIT 1").fetchone()
@@ -51,7 +57,8 @@ def test_an_edited_value_is_recomputed_and_counted_not_believed(tmp_path: Path) 
 
 def test_a_garbled_record_is_recomputed(tmp_path: Path) -> None:
     path = tmp_path / "cache.sqlite"
-    _run(tmp_path, ResultCache(path), "a")
+    with ResultCache(path) as cache:
+        _run(tmp_path, cache, "a")
     with sqlite3.connect(path) as db:
         key = db.execute("SELECT key FROM results LIMIT 1").fetchone()[0]
         db.execute("UPDATE results SET value = CAST(X'FF00FE' AS TEXT) WHERE key = ?", (key,))  # not UTF-8
@@ -111,3 +118,70 @@ def test_a_cache_from_before_checksums_is_migrated(tmp_path: Path) -> None:
     cache = ResultCache(path)
     assert cache.get_many(["k"]) == {"k": [1.0]} and cache.repaired == 0
     assert cache.check().ok
+
+
+# -- the journal (issue #15: a commit costs the same whatever the file holds) -------------------------
+def _tables(path: Path) -> list[str]:
+    with sqlite3.connect(path) as db:
+        return sorted(name for (name,) in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'"))
+
+
+def test_answers_go_to_a_journal_found_again_in_memory_and_folded_in_at_close(tmp_path: Path) -> None:
+    path = tmp_path / "cache.sqlite"
+    cache = ResultCache(path)
+    keys = [hashlib.sha256(str(i).encode()).hexdigest() for i in range(10000)]  # as cache_key makes them
+    value = {k: [float(i)] for i, k in enumerate(keys)}
+    for start in range(0, len(keys), 64):  # batch by batch, as the engine commits them
+        cache.put_many("embed", [(k, value[k]) for k in keys[start:start + 64]])
+    journal = [t for t in _tables(path) if t.startswith("journal_")]
+    assert len(journal) == 1 and (tmp_path / f"cache.sqlite.{journal[0]}.lock").exists()
+    with sqlite3.connect(path) as db:
+        assert db.execute("SELECT COUNT(*) FROM results").fetchone()[0] == 0  # nothing indexed yet
+    probe = keys[::97] + [hashlib.sha256(b"unknown").hexdigest(), "not-a-hex-key"]
+    assert cache.get_many(probe) == {k: value[k] for k in keys[::97]}
+    assert len(cache) == len(keys)
+    cache.put_many("embed", [(keys[5], [-1.0])])  # written again: the later answer wins
+    assert cache.get_many([keys[5]]) == {keys[5]: [-1.0]}
+    cache.close()
+    assert _tables(path) == ["results"] and not list(tmp_path.glob("*.lock"))
+    again = ResultCache(path)
+    assert again.get_many(probe) == {k: value[k] for k in keys[::97]}
+    assert again.get_many([keys[5]]) == {keys[5]: [-1.0]} and len(again) == len(keys)
+    again.close()
+
+
+def test_keys_sharing_an_index_prefix_never_answer_for_each_other(tmp_path: Path) -> None:
+    cache = ResultCache(tmp_path / "cache.sqlite")
+    first, second = "ab" * 8 + "0" * 48, "ab" * 8 + "f" * 48  # the same first 16 hex digits
+    cache.put_many("embed", [(first, [1.0])])
+    cache.put_many("embed", [(second, [2.0])])
+    assert cache.get_many([second]) == {second: [2.0]}
+    assert cache.get_many([first]) == {}  # a miss (recomputed), never the other key's answer
+    cache.close()
+
+
+def test_a_killed_process_s_journal_is_folded_by_the_next_one_and_a_live_one_is_left_alone(tmp_path: Path) -> None:
+    path = tmp_path / "cache.sqlite"
+    script = (f"from offline_eval.engine.cache import ResultCache\n"
+              f"import os\nc = ResultCache({str(path)!r})\n"
+              f"c.put_many('embed', [('k1', [1.0]), ('k2', [2.0])])\nos._exit(9)\n")  # no close: a kill
+    assert subprocess.run([sys.executable, "-c", script], cwd=REPO).returncode == 9
+    assert any(t.startswith("journal_") for t in _tables(path))
+    live = ResultCache(path)  # folds the dead process's journal, then writes its own
+    assert live.get_many(["k1", "k2"]) == {"k1": [1.0], "k2": [2.0]}
+    live.put_many("embed", [("k3", [3.0])])
+    other = ResultCache(path)  # a second process while the first still writes
+    assert other.get_many(["k3"]) == {} and any(t.startswith("journal_") for t in _tables(path))
+    live.close()
+    assert other.get_many(["k3"]) == {"k3": [3.0]} and _tables(path) == ["results"]
+    other.close()
+
+
+def test_a_damaged_journal_record_is_recomputed_and_counted(tmp_path: Path) -> None:
+    path = tmp_path / "cache.sqlite"
+    cache = ResultCache(path)
+    cache.put_many("embed", [("k1", [1.0]), ("k2", [2.0])])
+    [journal] = [t for t in _tables(path) if t.startswith("journal_")]
+    _edit(path, f"UPDATE {journal} SET value = '[7.0]' WHERE key = 'k2'")
+    assert cache.get_many(["k1", "k2"]) == {"k1": [1.0]} and cache.repaired == 1
+    cache.close()

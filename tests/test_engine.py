@@ -177,9 +177,12 @@ def assert_same_scores(a, b, path="scores"):
 
 
 def _cache_rows(path: Path) -> int:
+    """Answers committed to a cache file: its results table and the journals of runs still writing."""
     try:
         with sqlite3.connect(path) as db:
-            return db.execute("SELECT COUNT(*) FROM results").fetchone()[0]
+            tables = [name for (name,) in db.execute("SELECT name FROM sqlite_master WHERE type = 'table' "
+                                                     "AND (name = 'results' OR name LIKE 'journal_%')")]
+            return sum(db.execute(f"SELECT COUNT(*) FROM {name}").fetchone()[0] for name in tables)
     except sqlite3.Error:
         return 0
 

@@ -228,6 +228,7 @@ def test_pipeline_every_type_verbatim_references_and_retries(tmp_path: Path):
     assert not any("Summarise their common schema" in p for p in scripted.prompts_seen)  # only for synthesis
 
     # a rerun answers everything from the cache and writes the same rows
+    engine.cache.close()
     again = generate_testset(DOCS, Engine(models(judge()), ResultCache(tmp_path / "cache.sqlite")),
                              GenerateOptions(n=8))
     assert again.stats["computed"] == {}

@@ -3,6 +3,20 @@
 Every finished batch is committed at once, so a run killed at any point keeps all the model work it
 completed, and the rerun of the same command makes no model call for it.
 
+**Layout.** Answers live in the ``results`` table, indexed by key. A process writes its new answers to
+a journal of its own instead (``journal_<id>``: a table appended in insertion order, with no index, so a
+commit costs the same whether the file holds a thousand answers or ten million), and finds them again
+through an index kept in memory (:class:`_JournalIndex`, 16 bytes an answer). :meth:`ResultCache.close`
+folds the journal into ``results`` in key order, one pass. A journal left by a process that was killed
+is folded by the next process to open the file. Whether a journal's process is alive is told by an
+advisory ``flock`` on ``<cache>.<journal>.lock``, held for the journal's life and released by the
+kernel however the process ends. Measured (README, ``benchmarks/engine_scale.py``): one key-indexed
+table made each 1024-row window's commits cost 0.5 s at the start of a run and over 1 s by 20k rows, as
+random keys landed on ever more index pages; the journal's commits stay flat.
+
+Another process's journal is not read: two runs sharing a file at once see each other's answers once
+the first one ends.
+
 The cache checks itself: each stored answer carries a checksum of its key and value. A record whose
 checksum, text or JSON is wrong is dropped and recomputed (counted in :attr:`ResultCache.repaired`,
 ``cache_repaired`` in a run's summary); a file SQLite cannot read raises :class:`CacheDamaged`, whose
@@ -17,15 +31,22 @@ import logging
 import sqlite3
 import threading
 import time
+import uuid
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable, Iterator
 
+import numpy as np
+
+from offline_eval.engine.locking import try_flock
 from offline_eval.engine.requests import Request, to_jsonable
 
 log = logging.getLogger(__name__)
 
 _SCHEMA = "CREATE TABLE IF NOT EXISTS results (key TEXT PRIMARY KEY, kind TEXT, value TEXT, sum TEXT, created REAL)"
+_JOURNAL = "journal_"
+_COLUMNS = "key, kind, value, sum, created"
+_CHUNK = 500  # keys per IN (...) query
 
 
 def cache_key(model_identity: str, request: Request) -> str:
@@ -62,6 +83,46 @@ class CacheReport:
         return self.damaged == 0 and self.integrity == "ok"
 
 
+def _key_prefix(key: str) -> int:
+    """A key's 64-bit handle in the journal index: its first 16 hex digits (cache keys are sha256 hex),
+    else a hash of it. Two keys may share one; the full key is compared when the record is read."""
+    try:
+        return int(key[:16], 16)
+    except ValueError:
+        return int.from_bytes(hashlib.blake2b(key.encode("utf-8"), digest_size=8).digest(), "big")
+
+
+class _JournalIndex:
+    """Key prefix -> journal rowid for what this process wrote, as sorted runs merged like the digits
+    of a binary counter (a run is merged into the one before it while that one is no larger than twice
+    its size), so adding a batch and finding a stage's keys cost O(log n) numpy passes. Where a prefix
+    was added twice the later rowid wins."""
+
+    def __init__(self) -> None:
+        self._runs: list[tuple[np.ndarray, np.ndarray]] = []  # oldest first
+
+    def add(self, prefixes: list[int], rowids: list[int]) -> None:
+        keys, ids = np.array(prefixes, dtype=np.uint64), np.array(rowids, dtype=np.int64)
+        while self._runs and len(self._runs[-1][0]) <= 2 * len(keys):
+            older_keys, older_ids = self._runs.pop()
+            keys, ids = np.concatenate([older_keys, keys]), np.concatenate([older_ids, ids])
+        order = np.argsort(keys, kind="stable")  # equal prefixes keep their order: the later one last
+        self._runs.append((keys[order], ids[order]))
+
+    def find(self, prefixes: list[int]) -> np.ndarray:
+        """The rowid of each prefix, -1 where none."""
+        wanted = np.array(prefixes, dtype=np.uint64)
+        found = np.full(len(wanted), -1, dtype=np.int64)
+        for keys, ids in self._runs:  # newer runs last, so they overwrite
+            at = np.searchsorted(keys, wanted, side="right") - 1
+            hit = (at >= 0) & (keys[np.maximum(at, 0)] == wanted)
+            found[hit] = ids[at[hit]]
+        return found
+
+    def __bool__(self) -> bool:
+        return bool(self._runs)
+
+
 class ResultCache:
     """A key -> JSON value store. ``path=None`` keeps it in memory (``--no-cache``)."""
 
@@ -71,6 +132,10 @@ class ResultCache:
             self.path.parent.mkdir(parents=True, exist_ok=True)
         self._lock = threading.Lock()
         self.repaired = 0  # damaged records found, dropped and recomputed
+        self._journal: str | None = None  # this process's journal table, made at its first write
+        self._journal_lock: Any = None  # the open, flocked lock file of that journal
+        self._index = _JournalIndex()
+        self._next_rowid = 1
         try:
             self._db = sqlite3.connect(str(self.path) if self.path else ":memory:",
                                        check_same_thread=False, isolation_level=None, timeout=60)
@@ -79,6 +144,7 @@ class ResultCache:
                 self._db.execute("PRAGMA synchronous=NORMAL")
                 self._db.execute(_SCHEMA)
                 self._migrate()
+                self._fold_orphans()
         except sqlite3.DatabaseError as exc:
             raise _damaged(self.path, exc) from None
 
@@ -97,6 +163,73 @@ class ResultCache:
         self._db.execute("COMMIT")
         log.info("cache %s: %d records given checksums", self.path, len(rows))
 
+    # -- journals ---------------------------------------------------------------------------------
+    def _lock_path(self, journal: str) -> Path:
+        assert self.path is not None
+        return self.path.with_name(f"{self.path.name}.{journal}.lock")
+
+    def _journals(self) -> list[str]:
+        return [name for (name,) in self._db.execute(
+            "SELECT name FROM sqlite_master WHERE type = 'table' AND name LIKE ?", (_JOURNAL + "%",))]
+
+    def _fold_orphans(self) -> None:
+        """Fold the journals of processes that ended without closing the cache (killed, crashed)."""
+        if self.path is None:
+            return
+        for journal in self._journals():
+            handle = try_flock(self._lock_path(journal))
+            if handle is None:  # its process is alive and writing
+                continue
+            try:
+                if self._fold(journal):
+                    log.info("cache %s: answers of an interrupted run (%s) folded in", self.path, journal)
+            finally:
+                self._lock_path(journal).unlink(missing_ok=True)
+                handle.close()
+
+    def _fold(self, journal: str) -> bool:
+        """Move a journal's records into ``results`` (later records of a key win) and drop it, in one
+        transaction; False when it was gone already (another process folded it)."""
+        self._db.execute("BEGIN IMMEDIATE")
+        try:
+            if journal not in self._journals():
+                self._db.execute("COMMIT")
+                return False
+            self._db.execute(f"INSERT OR REPLACE INTO results ({_COLUMNS}) "
+                             f"SELECT {_COLUMNS} FROM {journal} ORDER BY key, rowid")
+            self._db.execute(f"DROP TABLE {journal}")
+            self._db.execute("COMMIT")
+            return True
+        except BaseException:
+            self._db.execute("ROLLBACK")
+            raise
+
+    def _start_journal(self) -> str:
+        """This process's journal: its lock is taken before the table exists, so no other process can
+        take the table for an orphan's."""
+        journal = f"{_JOURNAL}{uuid.uuid4().hex[:16]}"
+        if self.path is not None:
+            self._journal_lock = try_flock(self._lock_path(journal))
+            if self._journal_lock is None:
+                raise RuntimeError(f"cache {self.path}: cannot lock {self._lock_path(journal)}")
+        self._db.execute(f"CREATE TABLE {journal} ({_COLUMNS})")
+        self._journal = journal
+        return journal
+
+    def _end_journal(self) -> None:
+        """Fold this process's journal into ``results``; a later write starts a new one."""
+        if self._journal is None:
+            return
+        try:
+            self._fold(self._journal)
+        except sqlite3.DatabaseError as exc:
+            raise _damaged(self.path, exc) from None
+        if self._journal_lock is not None:
+            self._lock_path(self._journal).unlink(missing_ok=True)
+            self._journal_lock.close()
+        self._journal, self._journal_lock, self._index, self._next_rowid = None, None, _JournalIndex(), 1
+
+    # -- reading and writing ----------------------------------------------------------------------
     def _query(self, sql: str, params: Iterable[Any] = ()) -> list[tuple]:
         try:
             return self._db.execute(sql, tuple(params)).fetchall()
@@ -119,53 +252,89 @@ class ResultCache:
         except ValueError:
             return False, None
 
-    def get_many(self, keys: Iterable[str]) -> dict[str, Any]:
+    def lookup(self, keys: Iterable[str]) -> dict[str, tuple[str, Any]]:
+        """key -> (kind, value) of every valid stored answer among ``keys``; damaged ones are dropped."""
         keys = list(keys)
-        found: dict[str, Any] = {}
-        bad: list[str] = []
+        found: dict[str, tuple[str, Any]] = {}
         with self._lock:
-            for start in range(0, len(keys), 500):
-                chunk = keys[start:start + 500]
-                marks = ",".join("?" * len(chunk))
-                for key, raw, stored in self._query(
-                        f"SELECT key, CAST(value AS BLOB), sum FROM results WHERE key IN ({marks})", chunk):
+            if self._index:
+                self._lookup_journal(keys, found)
+            rest = [k for k in keys if k not in found] if found else keys
+            bad: list[str] = []
+            for start in range(0, len(rest), _CHUNK):
+                chunk = rest[start:start + _CHUNK]
+                for key, kind, raw, stored in self._query(
+                        f"SELECT key, kind, CAST(value AS BLOB), sum FROM results "
+                        f"WHERE key IN ({','.join('?' * len(chunk))})", chunk):
                     valid, value = self._decode(key, raw, stored)
                     if valid:
-                        found[key] = value
+                        found[key] = (kind, value)
                     else:
                         bad.append(key)
             if bad:
-                self._delete(bad)
-        if bad:
-            self.repaired += len(bad)
-            log.warning("cache %s: %d damaged record(s) dropped; they are recomputed", self.path, len(bad))
+                self._delete("results", "key", bad)
+                self._note_repaired(len(bad))
         return found
+
+    def _lookup_journal(self, keys: list[str], found: dict[str, tuple[str, Any]]) -> None:
+        rowids = self._index.find([_key_prefix(k) for k in keys])
+        wanted = {int(rowid): key for key, rowid in zip(keys, rowids) if rowid >= 0}
+        ids = list(wanted)
+        bad: list[int] = []
+        for start in range(0, len(ids), _CHUNK):
+            chunk = ids[start:start + _CHUNK]
+            for rowid, key, kind, raw, stored in self._query(
+                    f"SELECT rowid, key, kind, CAST(value AS BLOB), sum FROM {self._journal} "
+                    f"WHERE rowid IN ({','.join('?' * len(chunk))})", chunk):
+                if key != wanted[rowid]:  # another key with the same prefix
+                    continue
+                valid, value = self._decode(key, raw, stored)
+                if valid:
+                    found[key] = (kind, value)
+                else:
+                    bad.append(rowid)
+        if bad:
+            self._delete(self._journal, "rowid", bad)
+            self._note_repaired(len(bad))
+
+    def _note_repaired(self, count: int) -> None:
+        self.repaired += count
+        log.warning("cache %s: %d damaged record(s) dropped; they are recomputed", self.path, count)
+
+    def get_many(self, keys: Iterable[str]) -> dict[str, Any]:
+        return {key: value for key, (_, value) in self.lookup(keys).items()}
 
     def put_many(self, kind: str, items: Iterable[tuple[str, Any]]) -> None:
         now = time.time()
-        rows = []
+        rows, prefixes = [], []
         for key, value in items:
             text = json.dumps(to_jsonable(value), ensure_ascii=False)
-            rows.append((key, kind, text, record_sum(key, text), now))
+            rows.append((self._next_rowid + len(rows), key, kind, text, record_sum(key, text), now))
+            prefixes.append(_key_prefix(key))
+        if not rows:
+            return
         with self._lock:
             try:
+                journal = self._journal or self._start_journal()
                 self._db.execute("BEGIN")
-                self._db.executemany("INSERT OR REPLACE INTO results VALUES (?, ?, ?, ?, ?)", rows)
+                self._db.executemany(f"INSERT INTO {journal} (rowid, {_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?)", rows)
                 self._db.execute("COMMIT")
             except sqlite3.DatabaseError as exc:
                 raise _damaged(self.path, exc) from None
+            self._index.add(prefixes, [row[0] for row in rows])
+            self._next_rowid += len(rows)
 
-    def _delete(self, keys: list[str]) -> None:
+    def _delete(self, table: str, column: str, values: list[Any]) -> None:
         try:
-            for start in range(0, len(keys), 500):
-                chunk = keys[start:start + 500]
-                self._db.execute(f"DELETE FROM results WHERE key IN ({','.join('?' * len(chunk))})", chunk)
+            for start in range(0, len(values), _CHUNK):
+                chunk = values[start:start + _CHUNK]
+                self._db.execute(f"DELETE FROM {table} WHERE {column} IN ({','.join('?' * len(chunk))})", chunk)
         except sqlite3.DatabaseError as exc:
             raise _damaged(self.path, exc) from None
 
     # -- maintenance (offline-eval cache check|prune) ---------------------------------------------
     def _records(self) -> Iterator[tuple[str, str, bool]]:
-        """(key, kind, valid) of every record, read in pages."""
+        """(key, kind, valid) of every record in ``results``, read in pages."""
         last = ""
         while True:
             with self._lock:
@@ -178,7 +347,9 @@ class ResultCache:
             last = page[-1][0]
 
     def check(self) -> CacheReport:
+        """SQLite's integrity check and every record's checksum (this process's journal folded first)."""
         with self._lock:
+            self._end_journal()
             integrity = str(self._query("PRAGMA integrity_check")[0][0])
         records = damaged = 0
         by_kind: dict[str, int] = {}
@@ -191,9 +362,11 @@ class ResultCache:
     def prune(self, *, older_than_s: float | None = None, kinds: Iterable[str] = ()) -> dict[str, int]:
         """Delete damaged records, and records older than ``older_than_s`` seconds or of ``kinds``;
         then VACUUM. Returns counts of what was removed."""
+        with self._lock:
+            self._end_journal()
         damaged = [key for key, _, valid in self._records() if not valid]
         with self._lock:
-            self._delete(damaged)
+            self._delete("results", "key", damaged)
             removed = {"damaged": len(damaged), "old": 0, "kind": 0}
             if older_than_s is not None:
                 cut = time.time() - older_than_s
@@ -209,14 +382,14 @@ class ResultCache:
         """Copy the records of another cache file that this one lacks; returns how many were added."""
         if self.path is None:
             raise ValueError("cannot merge into an in-memory cache")
-        ResultCache(source).close()  # brings an older file to this schema
+        ResultCache(source).close()  # brings an older file to this schema and folds its orphaned journals
         with self._lock:
+            self._end_journal()
             before = self._query("SELECT COUNT(*) FROM results")[0][0]
             self._db.execute("ATTACH DATABASE ? AS src", (str(source),))
             try:
                 self._db.execute("BEGIN IMMEDIATE")
-                self._db.execute("INSERT OR IGNORE INTO results (key, kind, value, sum, created) "
-                                 "SELECT key, kind, value, sum, created FROM src.results")
+                self._db.execute(f"INSERT OR IGNORE INTO results ({_COLUMNS}) SELECT {_COLUMNS} FROM src.results")
                 self._db.execute("COMMIT")
             finally:
                 self._db.execute("DETACH DATABASE src")
@@ -224,8 +397,19 @@ class ResultCache:
 
     def __len__(self) -> int:
         with self._lock:
-            return self._query("SELECT COUNT(*) FROM results")[0][0]
+            stored = self._query("SELECT COUNT(*) FROM results")[0][0]
+            return stored + (self._query(f"SELECT COUNT(*) FROM {self._journal}")[0][0] if self._journal else 0)
+
+    def __enter__(self) -> "ResultCache":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
 
     def close(self) -> None:
+        """Fold this process's journal into ``results`` and close the file."""
         with self._lock:
-            self._db.close()
+            try:
+                self._end_journal()
+            finally:
+                self._db.close()

@@ -145,22 +145,14 @@ class _StreamingCache(ResultCache):
         self.crash_after = crash_after
 
     def get_many(self, keys: Iterable[str]) -> dict[str, Any]:
-        found = super().get_many(keys)
+        found = self.lookup(keys)
         if self.sink is not None and found:  # hits on a node cache reach the driver's cache too
-            keys = list(found)
-            with self._lock:
-                kinds = {}
-                for start in range(0, len(keys), 500):
-                    chunk = keys[start:start + 500]
-                    kinds.update(self._db.execute(
-                        f"SELECT key, kind FROM results WHERE key IN ({','.join('?' * len(chunk))})",
-                        chunk).fetchall())
             by_kind: dict[str, list[tuple[str, Any]]] = {}
-            for key, value in found.items():
-                by_kind.setdefault(kinds.get(key, ""), []).append((key, value))
+            for key, (kind, value) in found.items():
+                by_kind.setdefault(kind, []).append((key, value))
             for kind, pairs in by_kind.items():
                 self.sink.put(("cache", kind, pairs))
-        return found
+        return {key: value for key, (_, value) in found.items()}
 
     def put_many(self, kind: str, items: Iterable[tuple[str, Any]]) -> None:
         items = list(items)
@@ -193,6 +185,9 @@ class ShardWorker:
         return {"identities": self.models.identities(), "node": self.node, "host": socket.gethostname(),
                 "pid": os.getpid(), "streams_cache": self.streams_cache,
                 "cache": str(self.cache.path) if self.cache.path else None}
+
+    def close_cache(self) -> None:
+        self.cache.close()
 
     def run_shard(self, samples: list[Sample], per_row: bool = False):
         """Generator (a Ray streaming method): lists of events ("row", row) / ("cache", kind, pairs) /
@@ -231,6 +226,18 @@ class ShardWorker:
                 yield chunk
         thread.join()
         self.cache.sink = None
+
+
+def _retire(actor: Any) -> None:
+    """End a replica that finished its work: its cache journal folded into the file first, so the next
+    run on that file need not (best effort: a replica that cannot answer is killed all the same)."""
+    import ray
+
+    try:
+        ray.get(actor.close_cache.remote(), timeout=120)
+    except Exception as exc:  # noqa: BLE001 - the kill below ends it whatever went wrong
+        log.warning("replica's cache not closed (%s); the next run on that file folds its journal", exc)
+    ray.kill(actor, no_restart=True)
 
 
 def merge_caches(target: str | Path | ResultCache, sources: Iterable[str | Path]) -> int:
@@ -509,13 +516,13 @@ def _run_with_ray(folder: RunFolder, samples: list[Sample], metrics: list[Metric
                         return
             finally:
                 if actor is not None:
-                    ray.kill(actor, no_restart=True)
+                    _retire(actor)
                 events.put(None)
 
         threads = [threading.Thread(target=replica_loop, args=(i, first_actor if i == 0 else None),
                                     name=f"offline-eval-replica-{i}", daemon=True) for i in range(slots)]
         if not threads:
-            ray.kill(first_actor, no_restart=True)
+            _retire(first_actor)
         for thread in threads:
             thread.start()
 

@@ -22,6 +22,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator
 
+from offline_eval.engine.locking import flock_exclusive
+
 RESULTS, SUMMARY, FINGERPRINT, REPORT, LOCK = "results.jsonl", "summary.json", "run.json", "report.html", ".lock"
 EARLIER = "earlier"
 # Files a run writes (and ``overwrite`` moves aside); nothing else in the folder is touched.
@@ -105,7 +107,7 @@ class RunFolder:
         self.path.mkdir(parents=True, exist_ok=True)
         handle = open(self.path / LOCK, "a+", encoding="utf-8")
         try:
-            _flock(handle)
+            flock_exclusive(handle)
         except BlockingIOError:
             handle.seek(0)
             holder = _read_holder(handle.read())
@@ -280,20 +282,6 @@ def _value_and_reason(score: dict[str, Any] | None) -> tuple[float | None, str |
     score = score or {}
     value = score.get("value")
     return value, (score.get("reason") if value is None else None)
-
-
-def _flock(handle: Any) -> None:
-    try:
-        import fcntl
-    except ImportError:  # pragma: no cover - Windows: msvcrt locks the first byte instead
-        import msvcrt
-
-        try:
-            msvcrt.locking(handle.fileno(), msvcrt.LK_NBLCK, 1)
-        except OSError as exc:
-            raise BlockingIOError(str(exc)) from exc
-        return
-    fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
 
 
 def _read_holder(text: str) -> str:

@@ -179,10 +179,10 @@ def _end_to_end(args: argparse.Namespace) -> int:
     profile, _, models = loaded
     settings = EvalSettings(verifier="judge" if profile.verifier_is_judge else "hhem",
                             max_tokens=args.max_tokens)
-    cache = open_cache(args)
     names = [n.strip() for n in args.answer_metrics.split(",") if n.strip()]
-    table = run_end_to_end(args.output / "answer", args.output, models, settings, metric_names=names,
-                           cache=cache, limit=args.answer_limit)
+    with open_cache(args) as cache:
+        table = run_end_to_end(args.output / "answer", args.output, models, settings, metric_names=names,
+                               cache=cache, limit=args.answer_limit)
     print()
     print(format_answer_table(table, [n for n in names if n in table[0]]))
     print(f"answer results: {args.output / 'answer_results.csv'}")
