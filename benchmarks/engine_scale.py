@@ -59,7 +59,7 @@ def samples(n: int):
 def child(n: int, window: int | None, workdir: Path) -> dict:
     from offline_eval.engine.cache import ResultCache
     from offline_eval.engine.models import ModelSet
-    from offline_eval.engine.runner import DEFAULT_WINDOW, evaluate
+    from offline_eval.run.runner import DEFAULT_WINDOW, evaluate
     from offline_eval.metrics import resolve_metrics
     from offline_eval.metrics.settings import EvalSettings
     from offline_eval.runtime.hashing_embedder import HashingEmbedder

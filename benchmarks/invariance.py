@@ -90,7 +90,7 @@ def main(argv: list[str] | None = None) -> int:
     import torch
 
     from offline_eval.engine.cache import ResultCache
-    from offline_eval.engine.runner import evaluate
+    from offline_eval.run.runner import evaluate
 
     samples, metrics, names, settings, models, wrappers = bench_setup(args)
     meta = {"date": datetime.now(timezone.utc).isoformat(timespec="seconds"),

@@ -44,8 +44,8 @@ def main() -> int:
 
     import ray
 
-    from offline_eval.engine.ray_engine import OBJECT_STORE_BYTES, ModelSpec, run_with_ray
-    from offline_eval.engine.runner import evaluate
+    from offline_eval.run.ray_engine import OBJECT_STORE_BYTES, ModelSpec, run_with_ray
+    from offline_eval.run.runner import evaluate
     from offline_eval.metrics import resolve_metrics
     from offline_eval.metrics.settings import EvalSettings
     from tests import tiny_models

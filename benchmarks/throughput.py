@@ -188,7 +188,7 @@ def summarize_scores(rows: list[dict[str, Any]], names: list[str]) -> dict[str, 
 
 def run_mode(mode: str, samples, metrics, models, wrappers, settings, workdir: Path) -> dict[str, Any]:
     from offline_eval.engine.cache import ResultCache
-    from offline_eval.engine.runner import evaluate
+    from offline_eval.run.runner import evaluate
 
     for w in wrappers.values():
         w.reset()

@@ -94,7 +94,7 @@ class EvalResult:
         return out
 
     def _write(self, out: Path) -> Path:
-        from offline_eval.engine.run_folder import FINGERPRINT, RESULTS, SUMMARY
+        from offline_eval.run.folder import FINGERPRINT, RESULTS, SUMMARY
 
         out.mkdir(parents=True, exist_ok=True)
         (out / RESULTS).write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in self.rows),
@@ -158,8 +158,8 @@ def evaluate(data: Any, metrics: Iterable[Any] | None = None, *, models: Models 
     """
     from offline_eval.cli_models import cache_path, calibration_files
     from offline_eval.engine.cache import ResultCache
-    from offline_eval.engine.runner import DEFAULT_WINDOW
-    from offline_eval.engine.runner import evaluate as run_engine
+    from offline_eval.run.runner import DEFAULT_WINDOW
+    from offline_eval.run.runner import evaluate as run_engine
     from offline_eval.metrics import resolve_metrics
     from offline_eval.metrics.settings import EvalSettings
 
@@ -186,7 +186,7 @@ def evaluate(data: Any, metrics: Iterable[Any] | None = None, *, models: Models 
             out = run_engine(samples, chosen, models.models, settings, folder, cache=store, aggregate=aggregate,
                              run_info=info, calibrations=found, overwrite=overwrite,
                              window=window or DEFAULT_WINDOW)
-            from offline_eval.engine.run_folder import FINGERPRINT
+            from offline_eval.run.folder import FINGERPRINT
 
             run = json.loads((folder / FINGERPRINT).read_text(encoding="utf-8"))
             return EvalResult(out.results, out.summary, run, Path(output) if output is not None else None)

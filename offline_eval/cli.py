@@ -200,8 +200,8 @@ class _Progress:
 
 def cmd_run(args: argparse.Namespace) -> int:
     from offline_eval.data.readers import parse_mapping, read_dataset
-    from offline_eval.engine.run_folder import default_run_folder
-    from offline_eval.engine.runner import evaluate
+    from offline_eval.run.folder import default_run_folder
+    from offline_eval.run.runner import evaluate
     from offline_eval.metrics import load_plugins, resolve_metrics
     from offline_eval.metrics.settings import EvalSettings
 
@@ -256,7 +256,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         print(f"report: {write_html(output.output_dir)}", file=sys.stderr)
 
     if args.engine == "ray":
-        from offline_eval.engine.ray_engine import ModelSpec, run_with_ray
+        from offline_eval.run.ray_engine import ModelSpec, run_with_ray
         spec = ModelSpec.create(
             args.profile or profile.name, args.models_dir, roles=roles, device=args.device,
             batch_size=args.batch_size, judge_batch_size=args.judge_batch_size, overrides=profile_overrides(args),

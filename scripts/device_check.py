@@ -92,7 +92,7 @@ def measure(manifest: Path, data: Path, device: str, batch_sizes: list[int], row
     from offline_eval.data.readers import read_dataset
     from offline_eval.engine.cache import ResultCache
     from offline_eval.engine.models import ModelSet
-    from offline_eval.engine.runner import evaluate
+    from offline_eval.run.runner import evaluate
     from offline_eval.metrics import resolve_metrics
     from offline_eval.metrics.settings import EvalSettings
     from offline_eval.runtime.loading import model_set_from_profile

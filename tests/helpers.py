@@ -8,7 +8,7 @@ from typing import Any
 from offline_eval.data.schema import Sample
 from offline_eval.engine.executor import Engine, Task
 from offline_eval.engine.models import ModelSet
-from offline_eval.metrics.base import Metric, Score, start
+from offline_eval.metrics.base import Metric, Score, as_score, start
 from offline_eval.metrics.settings import EvalSettings
 from offline_eval.runtime.hashing_embedder import HashingEmbedder
 from offline_eval.runtime.scripted import ScriptedJudge, ScriptedVerifier
@@ -31,4 +31,4 @@ def score(metric: Metric, sample: Sample, model_set: ModelSet, settings: EvalSet
     settings = settings or EvalSettings()
     engine = Engine(model_set)
     [task] = engine.run([Task(key=0, generator=start(metric, sample, settings))])
-    return task.result
+    return as_score(task.result)

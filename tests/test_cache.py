@@ -14,7 +14,7 @@ import pytest
 
 from offline_eval.cli import main
 from offline_eval.engine.cache import CacheDamaged, ResultCache
-from offline_eval.engine.runner import evaluate
+from offline_eval.run.runner import evaluate
 from offline_eval.metrics import resolve_metrics
 from offline_eval.metrics.settings import EvalSettings
 from offline_eval.runtime.hashing_embedder import HashingEmbedder

@@ -18,7 +18,7 @@ from offline_eval.cli import main
 from offline_eval.data.readers import read_dataset
 from offline_eval.data.schema import Sample
 from offline_eval.engine.cache import ResultCache
-from offline_eval.engine.runner import evaluate
+from offline_eval.run.runner import evaluate
 from offline_eval.metrics import resolve_metrics
 from offline_eval.metrics.settings import EvalSettings
 from offline_eval.runtime.hashing_embedder import HashingEmbedder
@@ -241,7 +241,7 @@ def test_a_run_collects_garbage_less_often_and_restores_the_collector(tmp_path, 
     own frozen objects stay frozen."""
     import gc
 
-    from offline_eval.engine import runner
+    from offline_eval.run import runner
 
     seen = []
     score_window = runner._score_window

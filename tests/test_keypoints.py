@@ -9,7 +9,7 @@ import pytest
 from offline_eval.data.schema import Sample
 from offline_eval.engine.executor import Engine, Task
 from offline_eval.metrics import resolve_metrics
-from offline_eval.metrics.base import start
+from offline_eval.metrics.base import as_score, start
 from offline_eval.metrics.keypoints import Completeness, Hallucination, Irrelevance, clean_keypoints, normalise_label
 from offline_eval.metrics.settings import EvalSettings
 from offline_eval.runtime.scripted import ScriptedJudge
@@ -34,7 +34,7 @@ def run_all(sample: Sample, judge: ScriptedJudge, settings: EvalSettings) -> dic
     engine = Engine(models(judge))
     metrics = [Completeness(), Hallucination(), Irrelevance()]
     tasks = engine.run([Task(key=m.name, generator=start(m, sample, settings)) for m in metrics])
-    return {t.key: t.result for t in tasks}, engine
+    return {t.key: as_score(t.result) for t in tasks}, engine
 
 
 def test_registered_by_name():

@@ -17,7 +17,7 @@ import pytest
 
 from offline_eval.data.readers import read_dataset
 from offline_eval.engine.cache import ResultCache
-from offline_eval.engine.runner import evaluate
+from offline_eval.run.runner import evaluate
 from offline_eval.metrics import resolve_metrics
 from offline_eval.metrics.settings import EvalSettings
 from tests.test_engine import _samples, assert_same_scores
@@ -46,7 +46,7 @@ def dataset(tmp_path_factory) -> Path:
 
 def _setup(tiny_profile):
     """What `offline-eval run --profile tiny --metrics ... --batch-size 2 --max-tokens 16` builds."""
-    from offline_eval.engine.ray_engine import ModelSpec
+    from offline_eval.run.ray_engine import ModelSpec
 
     metrics, aggregate = resolve_metrics(METRICS)
     roles = {r for m in metrics for r in m.roles}
@@ -79,7 +79,7 @@ def _assert_same_run(folder: Path, reference, run_info: set[str] = frozenset()) 
 
 
 def _run(tiny_profile, dataset, out, **kwargs):
-    from offline_eval.engine.ray_engine import run_with_ray
+    from offline_eval.run.ray_engine import run_with_ray
 
     metrics, aggregate, spec, settings = _setup(tiny_profile)
     return run_with_ray(read_dataset(dataset), metrics, settings, spec, out, aggregate=aggregate, **kwargs)
@@ -141,7 +141,7 @@ def test_cli_engine_ray(ray_cluster, tiny_profile, dataset, reference, tmp_path)
 
 
 def test_merge_caches(tmp_path):
-    from offline_eval.engine.ray_engine import merge_caches
+    from offline_eval.run.ray_engine import merge_caches
 
     a, b = ResultCache(tmp_path / "a.sqlite"), ResultCache(tmp_path / "b.sqlite")
     a.put_many("embed", [("k1", [1.0]), ("k2", [2.0])])
@@ -157,7 +157,7 @@ def test_a_plain_run_never_imports_ray(tiny_profile, tmp_path):
     code = (
         "import sys\n"
         "from offline_eval.cli import main\n"
-        "import offline_eval.engine.ray_engine\n"
+        "import offline_eval.run.ray_engine\n"
         f"rc = main(['run', '--dataset', {str(REPO / 'examples' / 'sample.jsonl')!r}, '--profile', "
         f"{str(tiny_profile)!r}, '--quiet', '--no-report', '--no-cache', '--limit', '2', "
         f"'--metrics', 'answer_similarity', '--output', {str(tmp_path / 'out')!r}])\n"
@@ -174,7 +174,7 @@ def test_the_private_cluster_listens_on_loopback_only(tmp_path):
     workers, the driver) is on 127.0.0.1, not on every interface."""
     pytest.importorskip("ray")
     pytest.importorskip("psutil")  # the subprocess below lists sockets with it
-    from offline_eval.engine.ray_engine import SINGLE_MACHINE_ENV, secure_private_cluster
+    from offline_eval.run.ray_engine import SINGLE_MACHINE_ENV, secure_private_cluster
 
     saved = os.environ.pop(SINGLE_MACHINE_ENV, None)
     try:
@@ -187,7 +187,7 @@ def test_the_private_cluster_listens_on_loopback_only(tmp_path):
     code = (
         "import json\n"
         "from importlib.metadata import version\n"
-        "from offline_eval.engine.ray_engine import _connect, secure_private_cluster\n"
+        "from offline_eval.run.ray_engine import _connect, secure_private_cluster\n"
         "secure_private_cluster(version('ray'), None)\n"
         "_connect(None, 1, None)\n"
         "import ray\n"
@@ -221,7 +221,7 @@ def test_a_ray_without_token_auth_is_refused_and_a_private_cluster_requires_the_
     """A Ray without token auth is refused, and a driver with a wrong token cannot join the private
     cluster (issue #15, item 6: the token guards its loopback ports against the machine's other users)."""
     pytest.importorskip("ray")
-    from offline_eval.engine.ray_engine import secure_private_cluster
+    from offline_eval.run.ray_engine import secure_private_cluster
     from offline_eval.runtime.base import BackendUnavailable
 
     with pytest.raises(BackendUnavailable, match=r"Ray 2.40.0 has no token authentication.*>= 2.52"):
@@ -235,7 +235,7 @@ def test_a_ray_without_token_auth_is_refused_and_a_private_cluster_requires_the_
     code = (
         "import os, subprocess, sys\n"
         "from importlib.metadata import version\n"
-        "from offline_eval.engine.ray_engine import _connect, secure_private_cluster\n"
+        "from offline_eval.run.ray_engine import _connect, secure_private_cluster\n"
         "secure_private_cluster(version('ray'), None)\n"
         "_connect(None, 1, None)\n"
         "import ray\n"

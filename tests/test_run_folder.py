@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 
 from offline_eval.cli import main
-from offline_eval.engine.run_folder import EARLIER, RunFolder, RunFolderError, default_run_folder
-from offline_eval.engine.runner import evaluate
+from offline_eval.run.folder import EARLIER, RunFolder, RunFolderError, default_run_folder
+from offline_eval.run.runner import evaluate
 from offline_eval.metrics import resolve_metrics
 from offline_eval.metrics.settings import EvalSettings
 from offline_eval.runtime.hashing_embedder import HashingEmbedder
@@ -36,7 +36,7 @@ def test_a_second_run_into_a_locked_folder_is_refused_naming_the_holder(tmp_path
     out = tmp_path / "run"
     holder = subprocess.Popen([sys.executable, "-c", textwrap.dedent(f"""
         import sys, time
-        from offline_eval.engine.run_folder import RunFolder
+        from offline_eval.run.folder import RunFolder
         with RunFolder({str(out)!r}):
             print("locked", flush=True)
             time.sleep(60)
@@ -146,7 +146,7 @@ def test_finish_puts_rows_in_dataset_order_and_skips_cut_lines(tmp_path: Path) -
 
 
 def test_lock_is_released_when_the_holder_is_killed(tmp_path: Path) -> None:
-    holder = subprocess.Popen([sys.executable, "-c", f"from offline_eval.engine.run_folder import RunFolder\n"
+    holder = subprocess.Popen([sys.executable, "-c", f"from offline_eval.run.folder import RunFolder\n"
                                f"f = RunFolder({str(tmp_path)!r}); f.lock(); print('x', flush=True)\n"
                                "import time; time.sleep(60)"], stdout=subprocess.PIPE, text=True, cwd=REPO)
     assert holder.stdout.readline().strip() == "x"

@@ -143,12 +143,12 @@ def build_setup(metric: str | Metric, *, profile: str | None = None, models_dir:
 def score_samples(samples: Sequence[Sample], setup: Setup, output_dir: str | Path, *,
                   cache: ResultCache | None = None, progress: Any = None,
                   overwrite: bool = False) -> dict[str, dict[str, Any]]:
-    """Score ``samples`` with ``offline_eval.engine.runner.evaluate``; ``{sample id: score dict}``.
+    """Score ``samples`` with ``offline_eval.run.runner.evaluate``; ``{sample id: score dict}``.
 
     The run folder is resumable like any ``offline-eval run`` folder (and, like one, refuses another
     run's results unless ``overwrite``).
     """
-    from offline_eval.engine.runner import evaluate
+    from offline_eval.run.runner import evaluate
 
     result = evaluate(list(samples), [setup.metric], setup.models, setup.settings, output_dir,
                       cache=cache, progress=progress, run_info={"agreement": True, **setup.info},
@@ -290,7 +290,7 @@ def _score_labelled(args: Any, command: str) -> tuple[Setup, list[tuple[Sample, 
     if setup.profile.starter:
         print(f"offline-eval: starter profile: its judge is too small to judge; these {command} numbers "
               "only show that the pipeline runs", file=sys.stderr)
-    from offline_eval.engine.run_folder import default_run_folder
+    from offline_eval.run.folder import default_run_folder
 
     output = args.output or default_run_folder(args.dataset, f"{command}-", f"-{setup.metric.name}")
     cache = open_cache(args)

@@ -19,7 +19,6 @@ from typing import Any, Callable, Iterable, Protocol
 
 from offline_eval.engine.cache import ResultCache, cache_key
 from offline_eval.engine.requests import Request, to_jsonable
-from offline_eval.metrics.base import Score
 
 log = logging.getLogger(__name__)
 
@@ -29,9 +28,20 @@ BACKEND_METHOD = {"generate": "generate", "options": "score_options", "classify"
 
 @dataclass(frozen=True)
 class RequestFailed:
-    """A request its backend rejected; the task that asked for it is unscored with this message."""
+    """A request its backend rejected; the task that asked for it fails with this message."""
 
     message: str
+
+
+@dataclass(frozen=True)
+class TaskFailed:
+    """What a task that could not finish returns by default: a request of it was rejected
+    (``request_failed``), it raised (``error:<exception type>``, with a short ``traceback``) or it
+    returned nothing (``error:no_result``). ``metrics.base.as_score`` makes it an unscored Score."""
+
+    reason: str
+    message: str
+    traceback: str | None = None
 
 
 class ModelProvider(Protocol):
@@ -52,7 +62,7 @@ class Task:
     generator: Any = None
     pending: list[Request] | None = None
     single: bool = False  # the task yielded one request rather than a list
-    result: Any = None  # a metric's Score; other tasks (answering, test-set stages) return any value
+    result: Any = None  # what the generator returned (a metric's Score, an answer, a row), or a TaskFailed
 
 
 @dataclass
@@ -105,7 +115,7 @@ class Engine:
                 failed = next((a for a in answers if isinstance(a, RequestFailed)), None)
                 if failed is not None:
                     task.generator.close()
-                    task.result, task.pending = Score.unscored("request_failed", failed.message), None
+                    task.result, task.pending = TaskFailed("request_failed", failed.message), None
                 else:
                     self._advance(task, answers[0] if task.single else answers)
                 if task.result is None:
@@ -118,22 +128,17 @@ class Engine:
     def _advance(self, task: Task, value: Any, first: bool = False) -> None:
         try:
             if first:
-                produced = task.generator
-                if isinstance(produced, Score):
-                    task.result, task.pending = produced, None
-                    return
-                yielded = next(produced)
+                yielded = next(task.generator)
             else:
                 yielded = task.generator.send(value)
         except StopIteration as stop:
             task.result, task.pending = stop.value, None
             if task.result is None:
-                task.result = Score.unscored("error:no_result", "the task returned nothing")
+                task.result = TaskFailed("error:no_result", "the task returned nothing")
             return
         except Exception as exc:  # a bug or bad row must not take the whole run down
             log.warning("task %s failed: %s", task.key, exc)
-            task.result = Score.unscored(f"error:{type(exc).__name__}", str(exc),
-                                         traceback=traceback.format_exc(limit=4))
+            task.result = TaskFailed(f"error:{type(exc).__name__}", str(exc), traceback.format_exc(limit=4))
             task.pending = None
             return
         if isinstance(yielded, Request):

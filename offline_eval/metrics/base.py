@@ -10,16 +10,18 @@ whose requests are gathered across the whole dataset, deduplicated and executed 
         probs = yield [Classify(...), ...]    # a list -> a list of results, same order
         return Score(value=..., metadata={...})
 
-A metric that needs no model simply returns without yielding.
+A metric that needs no model may return its Score without yielding (see :func:`start`).
 """
 
 from __future__ import annotations
 
+import inspect
 import math
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Generator
 
 from offline_eval.data.schema import Sample
+from offline_eval.engine.executor import TaskFailed
 
 
 @dataclass
@@ -79,14 +81,31 @@ def missing_fields(sample: Sample, fields: tuple[str, ...]) -> Score | None:
     return None
 
 
-def start(metric: "Metric", sample: Sample, ctx: Any) -> "ScoreGenerator | Score":
-    """What the engine drives for one (sample, metric): the unscored Score (``missing_field:<first>``)
-    when the sample lacks a field of ``metric.requires`` (checked here, once, for every metric), else
-    the metric's own ``score``."""
+def start(metric: "Metric", sample: Sample, ctx: Any) -> ScoreGenerator:
+    """What the engine drives for one (sample, metric), always a generator: the unscored Score
+    (``missing_field:<first>``) when the sample lacks a field of ``metric.requires`` (checked here,
+    once, for every metric), else the metric's own ``score``. A metric that needs no model may return
+    its Score without yielding; it is wrapped here, so the engine sees one kind of task."""
     missing = missing_fields(sample, metric.requires)
-    if missing is not None:
-        return missing
-    return metric.score(sample, ctx)
+    produced = metric.score(sample, ctx) if missing is None else missing
+    return produced if inspect.isgenerator(produced) else returns(produced)
+
+
+def returns(value: Any) -> Generator[Any, Any, Any]:
+    """A task that asks for nothing and finishes with ``value``."""
+    return value
+    yield  # pragma: no cover  (makes this a generator)
+
+
+def as_score(result: Any) -> Score:
+    """A finished task's result as a Score: the engine's TaskFailed (a rejected request, an exception,
+    nothing returned) becomes unscored with its reason; anything else that is not a Score is a bug."""
+    if isinstance(result, Score):
+        return result
+    if isinstance(result, TaskFailed):
+        details = {"traceback": result.traceback} if result.traceback else {}
+        return Score.unscored(result.reason, result.message, **details)
+    return Score.unscored("error:no_score", f"the metric returned {type(result).__name__}")
 
 
 class Metric:

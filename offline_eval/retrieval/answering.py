@@ -21,7 +21,7 @@ from offline_eval.engine.cache import ResultCache
 from offline_eval.engine.executor import Engine, Task
 from offline_eval.engine.models import ModelSet
 from offline_eval.engine.requests import Generate, Sampling
-from offline_eval.engine.runner import evaluate
+from offline_eval.run.runner import evaluate
 from offline_eval.metrics import metric_classes
 from offline_eval.metrics.judging import number_chunks
 from offline_eval.metrics.settings import EvalSettings

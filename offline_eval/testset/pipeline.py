@@ -36,7 +36,7 @@ from typing import Any, Callable, Generator, Sequence
 
 from offline_eval.engine.executor import Engine, Task
 from offline_eval.engine.requests import Generate, Sampling
-from offline_eval.metrics.base import Score
+from offline_eval.metrics.base import Score, as_score
 from offline_eval.metrics.judging import JsonAnswer, JsonAsk, ask_json
 from offline_eval.metrics.keypoints import clean_keypoints
 from offline_eval.metrics.settings import EvalSettings
@@ -422,10 +422,11 @@ def generate_testset(docs: Sequence[SourceDoc], engine: Engine, options: Generat
             tasks.append(Task(key=("doc", i), generator=synth_step(i, group, lang, kind, options, settings)))
         synthetic = []
         for task in engine.run(tasks):
-            if task.result.value is None:
-                drops[task.result.reason] += 1
+            result = as_score(task.result)
+            if result.value is None:
+                drops[result.reason] += 1
                 continue
-            d = task.result.metadata["doc"]
+            d = result.metadata["doc"]
             synthetic.append(SourceDoc(d["id"], d["text"], d["language"], d["kind"], d["facts"]))
         messages.append(f"synthesised {len(synthetic)} of {count} documents")
         docs = synthetic
@@ -438,7 +439,7 @@ def generate_testset(docs: Sequence[SourceDoc], engine: Engine, options: Generat
     seen_ids: set[str] = set()
 
     def done(task: Task) -> None:
-        result = task.result
+        result = as_score(task.result)
         if result.value is None:  # only an exception in a stage gets here
             drops[result.reason or "error"] += 1
         else:

@@ -5,7 +5,7 @@ window's finished samples are appended to ``results.jsonl`` (and fsynced) before
 memory stays flat as the dataset grows and a killed run keeps every finished window. The model-work
 cache (SQLite) makes every finished request free on a rerun, so a kill loses at most the batch in
 flight. The folder itself (lock, resume, refusing another run's files) is
-:class:`~offline_eval.engine.run_folder.RunFolder`.
+:class:`~offline_eval.run.folder.RunFolder`.
 """
 
 from __future__ import annotations
@@ -24,9 +24,9 @@ from offline_eval.data.schema import Sample
 from offline_eval.engine.cache import ResultCache
 from offline_eval.engine.executor import Engine, ProgressFactory, Task
 from offline_eval.engine.models import ModelSet
-from offline_eval.engine.run_folder import FINGERPRINT, RESULTS, SUMMARY, RunFolder, RunOutput
+from offline_eval.run.folder import FINGERPRINT, RESULTS, SUMMARY, RunFolder, RunOutput
 from offline_eval.metrics import AGGREGATE
-from offline_eval.metrics.base import Metric, Score
+from offline_eval.metrics.base import Metric, Score, as_score, returns
 from offline_eval.metrics.base import start as start_metric
 from offline_eval.metrics.settings import EvalSettings
 from offline_eval.stats import summarize
@@ -166,10 +166,7 @@ def _score_window(engine: Engine, window: list[Sample], metrics: list[Metric], s
 
     def finish(task: Task) -> None:
         index, name = task.key
-        result = task.result
-        if not isinstance(result, Score):
-            result = Score.unscored("error:no_score", f"metric {name} returned {type(result).__name__}")
-        scores.setdefault(index, {})[name] = result
+        scores.setdefault(index, {})[name] = as_score(task.result)
         if len(scores[index]) == len(metrics):
             ordered = {m.name: scores[index][m.name] for m in metrics}
             if aggregate:
@@ -224,4 +221,4 @@ def _start(metric: Metric, sample: Sample, settings: EvalSettings):
     try:
         return start_metric(metric, sample, settings)
     except Exception as exc:  # a metric that fails before its first step
-        return Score.unscored(f"error:{type(exc).__name__}", str(exc))
+        return returns(Score.unscored(f"error:{type(exc).__name__}", str(exc)))

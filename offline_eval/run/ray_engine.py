@@ -47,8 +47,8 @@ from offline_eval.runtime.base import BackendUnavailable
 from offline_eval.engine.cache import ResultCache
 from offline_eval.engine.executor import ProgressFactory
 from offline_eval.engine.models import ModelSet
-from offline_eval.engine.run_folder import RunFolder, RunOutput
-from offline_eval.engine.runner import (
+from offline_eval.run.folder import RunFolder, RunOutput
+from offline_eval.run.runner import (
     DEFAULT_WINDOW, applicable_calibrations, evaluate, finish_run, run_fingerprint,
 )
 from offline_eval.metrics import AGGREGATE
