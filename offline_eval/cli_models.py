@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-JUDGE_BACKENDS = ["vllm", "transformers", "openai", "scripted"]
+from offline_eval.runtime.registry import backend_names
 
 
 def positive_int(text: str) -> int:
@@ -61,7 +61,7 @@ def add_model_arguments(group: argparse._ArgumentGroup, *, verifier: bool = True
                                          "else the first provisioned of gpu (with CUDA), cpu, starter)")
     group.add_argument("--models-dir", type=Path, help="root of the profile's model folders")
     group.add_argument("--judge", help="judge model folder (or base URL with --judge-backend openai)")
-    group.add_argument("--judge-backend", choices=JUDGE_BACKENDS)
+    group.add_argument("--judge-backend", choices=backend_names("judge"))
     group.add_argument("--judge-model", help="served model name for --judge-backend openai")
     group.add_argument("--judge-batch-size", type=positive_int, help="judge batch size (default: --batch-size; "
                                                             "vLLM: the whole stage)")

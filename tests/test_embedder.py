@@ -71,7 +71,7 @@ def test_identity_is_content_and_settings(tiny_model, tmp_path):
 
     a = SentenceTransformerEmbedder(tiny_model)
     b = SentenceTransformerEmbedder(tiny_model, max_seq_length=16)
-    assert a.identity.startswith(f"sentence-transformers:{content_fingerprint(tiny_model)}[")
+    assert a.identity.startswith(f"embedder:sentence-transformers:{content_fingerprint(tiny_model)}:")
     assert a.identity != b.identity  # truncation changes vectors, so it changes identity
     assert b.model.max_seq_length == 16
     with pytest.raises(FileNotFoundError, match="does not exist"):

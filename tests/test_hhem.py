@@ -105,7 +105,7 @@ def test_exact_template_reaches_tokenizer(tiny):
     assert ids[-1] == tokenizer.eos_token_id
     from offline_eval.runtime.identity import content_fingerprint
 
-    assert verifier.identity.startswith(f"hhem:{content_fingerprint(folder)}[")  # the content, not the place
+    assert verifier.identity.startswith(f"verifier:hhem:{content_fingerprint(folder)}:")  # the content, not the place
 
 
 def test_scores_match_reference_and_batch_size(tiny):

@@ -129,7 +129,7 @@ def test_protocol_identity_and_registry(server: tuple[FakeServer, str]) -> None:
     judge = load_backend("judge", "openai", base_url=url + "/", model="judge-model")
     assert isinstance(judge, OpenAIJudge)
     assert isinstance(judge, JudgeBackend)
-    assert judge.identity == f"openai:{url}#judge-model"
+    assert judge.identity == "judge:openai:" + json.dumps({"base_url": url, "model": "judge-model"})
     assert judge.batch_size == 32
 
 

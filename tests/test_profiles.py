@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import importlib.util
 import json
 import subprocess
@@ -275,6 +276,7 @@ def test_model_set_creates_backend_through_registry(tmp_path: Path) -> None:
     assert not models.has("embedder")  # only the roles asked for are configured
     judge = models.get("judge")
     assert type(judge).__name__ == "ScriptedJudge" and judge.batch_size == 5
+    assert judge.identity == models.identity("judge")  # one identity, however the backend is reached
     assert judge.generate([Generate(prompt=messages(("user", "hello")))]) == [("hi there",)]
     assert models.get("judge") is judge and list(models.loaded()) == ["judge"]
 
@@ -343,6 +345,9 @@ def test_cache_identity_changes_with_the_backend_revision(tmp_path: Path, monkey
                                           '[verifier]\nbackend = "judge"\n[embedder]\nbackend = "hashing"\n')
     spec = load_profile(str(manifest)).judge
     current = role_identity(spec)
-    assert f":r{registry.REVISIONS['transformers']}:" in current
-    monkeypatch.setitem(registry.REVISIONS, "transformers", registry.REVISIONS["transformers"] + 1)
+    revision = registry.backend_spec("judge", "transformers").revision
+    assert f":r{revision}:" in current
+    monkeypatch.setattr(registry, "DECLARED_BACKENDS", tuple(
+        dataclasses.replace(b, revision=revision + 1) if b.name == "transformers" else b
+        for b in registry.DECLARED_BACKENDS))
     assert role_identity(spec) != current

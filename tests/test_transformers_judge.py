@@ -120,8 +120,9 @@ def test_satisfies_protocol_and_identity(judge: TransformersJudge, model_dir: Pa
     assert isinstance(judge, JudgeBackend)
     from offline_eval.runtime.identity import content_fingerprint
 
-    assert judge.identity.startswith(f"transformers:{content_fingerprint(model_dir)}:")  # content, not place
-    assert judge.identity.endswith(":float32")
+    assert judge.identity.startswith("judge:transformers:")
+    assert f":{content_fingerprint(model_dir)}:" in judge.identity  # content, not place
+    assert judge.identity.endswith('{"dtype": "float32"}')
     again = TransformersJudge(str(model_dir), batch_size=1)
     assert again.identity == judge.identity
 
@@ -445,7 +446,7 @@ def test_gguf_file_loads_same_weights(tmp_path: Path) -> None:
     judge = TransformersJudge(str(tmp_path / "tiny.gguf"))
     from offline_eval.runtime.identity import content_fingerprint
 
-    assert judge.identity.startswith(f"transformers:{content_fingerprint(tmp_path / 'tiny.gguf')}:")
+    assert f":{content_fingerprint(tmp_path / 'tiny.gguf')}:" in judge.identity
     assert chat.has_chat_template(judge.tokenizer)
     ids = chat.encode_chat(judge.tokenizer, PROMPTS[0])
     with torch.no_grad():

@@ -121,7 +121,7 @@ def test_a_engine_arguments_are_accepted_by_vllm(seen: dict[str, Any], judge_fol
     assert a["cache"]["gpu_memory_utilization"] == 0.5
     assert a["cuda_visible_devices_at_start"] == "0"  # device="cuda:0" pins the engine while it starts
     assert a["vllm_batch_invariant"] is True and a["judge"]["batch_invariant"] is True  # vLLM read our variable
-    assert a["judge"]["identity"].endswith(":float32:batch-invariant")
+    assert a["judge"]["identity"].endswith('{"batch_invariant": true, "dtype": "float32"}')
 
     assert "max_model_len" not in b["kwargs"]  # left to vLLM, and read back from the real LLM object
     assert b["model_config"]["max_model_len"] == b["judge"]["max_model_len"] == 4096  # the model's positions
@@ -129,7 +129,7 @@ def test_a_engine_arguments_are_accepted_by_vllm(seen: dict[str, Any], judge_fol
     assert b["model_config"]["dtype"] == "torch.bfloat16"  # dtype="auto" on a float32 checkpoint
     assert b["cuda_visible_devices_at_start"] is None  # device="cuda": vLLM chooses
     assert b["vllm_batch_invariant"] is False and b["judge"]["batch_invariant"] is False
-    assert not b["judge"]["identity"].endswith(":batch-invariant")
+    assert b["judge"]["identity"].endswith('{"batch_invariant": false, "dtype": "auto"}')
 
 
 def test_b_every_sampling_params_is_built_and_verified_by_vllm(seen: dict[str, Any]) -> None:

@@ -136,7 +136,7 @@ def test_batch_invariant_kernels_are_asked_for_before_vllm_loads(
     judge = vllm_judge.VLLMJudge(str(tmp_path), batch_invariant=batch_invariant)
     assert seen["env"] == ("1" if batch_invariant else None)
     assert judge.batch_invariant is batch_invariant
-    assert judge.identity.endswith(":batch-invariant") is batch_invariant
+    assert judge.identity.endswith(f'"batch_invariant": {json.dumps(batch_invariant)}, "dtype": "auto"}}')
     monkeypatch.setenv("VLLM_BATCH_INVARIANT", "0")  # the user's own setting wins
     assert not vllm_judge.VLLMJudge(str(tmp_path), batch_invariant=True).batch_invariant
 
@@ -164,7 +164,7 @@ def test_vllm_engine_end_to_end(tiny_model: Path) -> None:
     from offline_eval.runtime.transformers_judge import TransformersJudge
 
     judge = vllm_judge.VLLMJudge(str(tiny_model), dtype="float32", gpu_memory_utilization=0.3, max_model_len=256)
-    assert judge.identity.startswith("vllm:")
+    assert judge.identity.startswith("judge:vllm:")
     prompts = [messages(("user", "Is the sky blue?")), messages(("user", "Water boils at 100 degrees."))]
     schema = json.dumps({"type": "object", "properties": {"verdict": {"type": "integer"}}, "required": ["verdict"]})
     out = judge.generate(

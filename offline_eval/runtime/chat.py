@@ -1,5 +1,5 @@
-"""Pieces shared by the judge backends: prompt rendering, answer-option tokens, option probabilities,
-seeds and model fingerprints.
+"""Pieces shared by the judge backends: prompt rendering, answer-option tokens, option probabilities
+and seeds.
 
 Nothing here imports torch, transformers or vllm; the functions take a tokenizer object (anything with
 ``encode``/``decode`` and, optionally, ``chat_template``/``apply_chat_template``) so the rules below are

@@ -13,7 +13,8 @@ from typing import Sequence
 import numpy as np
 
 from offline_eval.engine.requests import Embed
-from offline_eval.runtime.identity import content_fingerprint
+from offline_eval.runtime.identity import content_fingerprint, model_identity
+from offline_eval.runtime.registry import backend_spec
 
 log = logging.getLogger(__name__)
 
@@ -56,10 +57,9 @@ class SentenceTransformerEmbedder:
             self.model.max_seq_length = int(max_seq_length)
         self.model.eval()
         self.max_seq_length = self.model.max_seq_length
-        self.identity = (
-            f"sentence-transformers:{content_fingerprint(self.path)}"
-            f"[max_seq_length={self.max_seq_length}]"
-        )
+        self.identity = model_identity(backend_spec("embedder", "sentence-transformers"),
+                                       {"main": content_fingerprint(self.path)},
+                                       {"max_seq_length": self.max_seq_length})
 
     @property
     def dimension(self) -> int:

@@ -32,7 +32,8 @@ import torch
 
 from offline_eval.engine.requests import Classify
 from offline_eval.runtime.batch_invariance import on_boundary
-from offline_eval.runtime.identity import content_fingerprint
+from offline_eval.runtime.identity import content_fingerprint, model_identity
+from offline_eval.runtime.registry import backend_spec
 
 log = logging.getLogger(__name__)
 
@@ -207,10 +208,12 @@ class HHEMVerifier:
 
         # Windowing and dtype change the scores, so they are part of the model's identity.
         dtype_name = str(self.dtype).removeprefix("torch.")
-        self.identity = (
-            f"hhem:{content_fingerprint(self.path)}"
-            + (f"+{content_fingerprint(tok_dir)}" if tok_dir != self.path else "")
-            + f"[window={self.max_length},overlap={self.window_overlap},dtype={dtype_name}]"
+        folders = {"main": content_fingerprint(self.path)}
+        if tok_dir != self.path:
+            folders["tokenizer_path"] = content_fingerprint(tok_dir)
+        self.identity = model_identity(
+            backend_spec("verifier", "hhem"), folders,
+            {"max_length": self.max_length, "window_overlap": self.window_overlap, "dtype": dtype_name},
         )
 
     # ----------------------------------------------------------------------------- loading

@@ -10,17 +10,26 @@ sets only mtime), so a rewritten file is always hashed again.
 A manifest's sha256s (``models pull``, ``setup-starter``) are checked against the files before any
 model loads: a mismatch stops the run with :class:`ModelChanged`, unless verification is turned off,
 in which case the manifest's hashes are trusted for the files not already hashed.
+
+:func:`model_identity` is the one place a cache identity is written, from a backend's declaration,
+its folders' fingerprints and its options; the ModelSet of a profile and a backend built directly
+both go through it.
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
 import logging
 import os
 import sqlite3
 import threading
 from collections.abc import Mapping
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from offline_eval.runtime.registry import BackendSpec
 
 log = logging.getLogger(__name__)
 
@@ -169,3 +178,22 @@ def content_fingerprint(folder: str | Path, expected: Mapping[str, str] | None =
     for name, sha in file_hashes(folder, expected, verify=verify, memo=memo, label=label).items():
         digest.update(f"{name}\0{sha}\n".encode())
     return digest.hexdigest()[:length]
+
+
+def model_identity(backend: BackendSpec, folders: Mapping[str, str | Path], options: Mapping[str, Any]) -> str:
+    """What a model's cached answers are keyed on: role, backend, output revision, content, options.
+
+    ``folders``: folder key (``"main"``, or a constructor keyword such as HHEM's ``tokenizer_path``) ->
+    :func:`content_fingerprint`, or the folder's Path while it is not there (its location says which
+    folder it is, so it goes unlabelled). Of ``options``, those the declaration calls neutral are left
+    out: they change how the model runs, not what it answers.
+    """
+    parts = [backend.role, backend.name]
+    if backend.revision > 1:
+        parts.append(f"r{backend.revision}")
+    parts += [str(content) if key == "main" or isinstance(content, Path) else f"{key}={content}"
+              for key, content in folders.items()]
+    changing = {k: v for k, v in options.items() if k not in backend.neutral_options}
+    if changing:
+        parts.append(json.dumps(changing, sort_keys=True, default=str))
+    return ":".join(parts)

@@ -8,40 +8,28 @@ from pathlib import Path
 from typing import Any
 
 from offline_eval.engine.models import ModelSet
-from offline_eval.runtime.identity import content_fingerprint
+from offline_eval.runtime.identity import content_fingerprint, model_identity
 from offline_eval.runtime.provision import STARTER_MARKER
 from offline_eval.runtime.profiles import (
     Folder, ModelNotProvisioned, Profile, RoleSpec, backend_kwargs, missing_folder_message,
 )
-from offline_eval.runtime.registry import REVISIONS, load_backend
-
-# Options that change no output, so they stay out of the cache identity.
-_NEUTRAL_OPTIONS = {"batch_size", "device", "gpu_memory_utilization", "max_concurrency", "timeout",
-                    "tensor_parallel_size", "api_key"}
+from offline_eval.runtime.registry import backend_spec, load_backend
 
 
 def role_identity(spec: RoleSpec, *, verify: bool = True) -> str:
-    """What a role's cached answers are keyed on: backend, model content, options that change outputs.
+    """What a role's cached answers are keyed on (:func:`~offline_eval.runtime.identity.model_identity`),
+    computed without loading the model.
 
     Each folder is identified by the sha256s of its files (:mod:`offline_eval.runtime.identity`); with
     ``verify``, files a manifest lists are checked against it first (:class:`ModelChanged` on a
     difference), so a changed model is stopped before it loads.
     """
-    parts = [spec.role, spec.backend]
-    revision = REVISIONS.get(spec.backend, 1)
-    if revision > 1:
-        parts.append(f"r{revision}")
-    for key, folder in spec.folders().items():
-        if folder.path is None or not folder.path.exists():
-            parts.append(str(folder.path))
-            continue
+    fingerprints: dict[str, str | Path] = {}
+    for key, folder in spec.folders().items():  # each with a path
         label = spec.role if key == "main" else f"{spec.role} {key}"
-        fingerprint = content_fingerprint(folder.path, manifest_hashes(folder), verify=verify, label=label)
-        parts.append(fingerprint if key == "main" else f"{key}={fingerprint}")
-    options = {k: v for k, v in spec.options.items() if k not in _NEUTRAL_OPTIONS}
-    if options:
-        parts.append(json.dumps(options, sort_keys=True, default=str))
-    return ":".join(parts)
+        fingerprints[key] = (content_fingerprint(folder.path, manifest_hashes(folder), verify=verify, label=label)
+                             if folder.path.exists() else folder.path)
+    return model_identity(backend_spec(spec.role, spec.backend), fingerprints, spec.options)
 
 
 def manifest_hashes(folder: Folder) -> dict[str, str]:

@@ -20,8 +20,8 @@ header is sent only when ``api_key`` is given.
   top 20 get the smallest listed log-prob, and the result is normalised over the options.
 * Connection errors, timeouts, HTTP 429 and 5xx are retried with exponential backoff, at most
   ``max_retries`` times; other HTTP errors raise at once with the server's message.
-* ``identity`` is ``"openai:{base_url}#{model}"``: the server cannot tell us its weights' hash, so
-  serve a changed model under a new name (``--served-model-name``) to keep caches apart.
+* ``identity`` names the base URL and the served model: the server cannot tell us its weights' hash,
+  so serve a changed model under a new name (``--served-model-name``) to keep caches apart.
 """
 
 from __future__ import annotations
@@ -37,6 +37,8 @@ from typing import Any, Callable, TypeVar
 
 from offline_eval.engine.requests import Generate, ScoreOptions
 from offline_eval.runtime import chat
+from offline_eval.runtime.identity import model_identity
+from offline_eval.runtime.registry import backend_spec
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -80,7 +82,8 @@ class OpenAIJudge:
         self.max_retries = int(max_retries)
         self.retry_backoff = float(retry_backoff)
         self.top_logprobs = int(top_logprobs)
-        self.identity = f"openai:{self.base_url}#{model}"
+        self.identity = model_identity(backend_spec("judge", "openai"), {},
+                                       {"base_url": self.base_url, "model": model})
 
     # ------------------------------------------------------------------------------------------
     # HTTP

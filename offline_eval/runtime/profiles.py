@@ -34,64 +34,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from offline_eval.runtime.registry import JUDGE_VERIFIES, backend_names, backend_spec
+
 ROLES: tuple[str, ...] = ("judge", "verifier", "embedder")
 BUILTIN_PROFILES: tuple[str, ...] = ("gpu", "cpu", "starter")
 DEFAULT_PROFILE = "starter"
 MODELS_ENV = "OFFLINE_EVAL_MODELS"
 DEFAULT_MODELS_DIR = Path("~/.cache/offline-eval/models")
 PACKAGE_PREFIX = "pkg:"
-# The verifier backend that means "no separate model: the judge verifies claims itself".
-JUDGE_VERIFIES = "judge"
 # Default folder of HHEM-2.1-Open and of its flan-t5-base tokenizer/config under the models root, used
 # when ``--verifier hhem`` is asked of a profile that has no HHEM (the starter profile).
 DEFAULT_HHEM_DIR = "hhem-2.1-open"
 DEFAULT_HHEM_TOKENIZER_DIR = "flan-t5-base"
-
-# Backend options a manifest may set, per role and backend: the constructor keywords that
-# :func:`backend_kwargs` forwards besides path/device/batch_size (``batch_size`` is allowed everywhere as
-# the profile's default). Backends registered in ``offline_eval.runtime.registry`` but not listed here
-# (test doubles, later additions) accept any option.
-BACKEND_OPTIONS: dict[str, dict[str, frozenset[str]]] = {
-    "judge": {
-        "transformers": frozenset({"dtype", "max_model_len", "max_new_tokens", "batch_size"}),
-        "vllm": frozenset(
-            {"tensor_parallel_size", "gpu_memory_utilization", "max_model_len", "dtype", "seed", "top_logprobs",
-             "batch_size", "batch_invariant"}
-        ),
-        "openai": frozenset(
-            {"base_url", "model", "max_concurrency", "api_key", "timeout", "max_retries", "retry_backoff",
-             "top_logprobs", "batch_size"}
-        ),
-    },
-    "verifier": {
-        "hhem": frozenset({"max_length", "window_overlap", "dtype", "batch_size"}),
-        JUDGE_VERIFIES: frozenset(),
-    },
-    "embedder": {
-        "sentence-transformers": frozenset({"max_seq_length", "batch_size"}),
-    },
-}
-
-
-def known_backends(role: str) -> list[str]:
-    """Backend names a manifest may use for ``role``: the registry's, plus ``judge`` for the verifier."""
-    from offline_eval.runtime.registry import BACKENDS
-
-    names = set(BACKENDS.get(role, {})) | set(BACKEND_OPTIONS.get(role, {}))
-    return sorted(names)
-
-
-def allowed_options(role: str, backend: str) -> frozenset[str] | None:
-    """The option names ``backend`` takes, or None when any is accepted (not described here)."""
-    return BACKEND_OPTIONS.get(role, {}).get(backend)
-
-
-# Backends that read weights from a local folder (the others need no ``path``).
-LOCAL_BACKENDS: dict[str, frozenset[str]] = {
-    "judge": frozenset({"transformers", "vllm"}),
-    "verifier": frozenset({"hhem"}),
-    "embedder": frozenset({"sentence-transformers"}),
-}
 
 
 class ProfileError(ValueError):
@@ -141,7 +95,7 @@ class RoleSpec:
     @property
     def needs_folder(self) -> bool:
         """Whether this backend reads its weights from local folders."""
-        return self.backend in LOCAL_BACKENDS.get(self.role, frozenset())
+        return backend_spec(self.role, self.backend).needs_folder
 
     def folders(self) -> dict[str, Folder]:
         """The role's folders: ``"main"`` (when it has one) then each extra folder by key."""
@@ -233,7 +187,7 @@ class Profile:
         if judge_backend is not None:
             _check_backend("judge", judge_backend, where="--judge-backend")
             if judge_backend != judge.backend:
-                allowed = allowed_options("judge", judge_backend)
+                allowed = backend_spec("judge", judge_backend).options
                 if allowed is not None:
                     judge.options = {k: v for k, v in judge.options.items() if k in allowed}
                 judge.backend = judge_backend
@@ -249,7 +203,7 @@ class Profile:
             judge.options["model"] = judge_model
         if judge.backend == "openai" and judge_path is None and judge_backend is not None:
             _set_folder(judge, None)
-        if judge.backend in LOCAL_BACKENDS["judge"] and judge.path is None:
+        if judge.needs_folder and judge.path is None:
             raise ProfileError(f"the {judge.backend} judge needs a model folder: pass --judge PATH")
 
         if verifier is not None:
@@ -456,7 +410,7 @@ def _folder_from_table(table: dict[str, Any], root: Path, where: str) -> Folder:
 
 
 def _check_backend(role: str, backend: str, where: str) -> None:
-    known = known_backends(role)
+    known = backend_names(role)
     if backend not in known:
         raise ProfileError(f"{where}: unknown {role} backend '{backend}' (known: {', '.join(sorted(known))})")
 
@@ -470,7 +424,7 @@ def _role_from_table(role: str, table: dict[str, Any], root: Path, where: str) -
     options = table.pop("options", {})
     if not isinstance(options, dict):
         raise ProfileError(f"{where}: options must be a table")
-    allowed_set = allowed_options(role, backend)
+    allowed_set = backend_spec(role, backend).options
     bad = set() if allowed_set is None else set(options) - allowed_set
     if bad:
         allowed = ", ".join(sorted(allowed_set or ())) or "none"

@@ -32,7 +32,6 @@ from typing import Any
 
 from offline_eval.runtime.identity import default_memo, list_files, sha256_file
 from offline_eval.runtime.profiles import (
-    JUDGE_VERIFIES,
     PACKAGE_PREFIX,
     ROLES,
     Folder,
@@ -41,6 +40,7 @@ from offline_eval.runtime.profiles import (
     default_models_dir,
     package_folder,
 )
+from offline_eval.runtime.registry import JUDGE_VERIFIES
 
 # --------------------------------------------------------------------------------------------------
 # hashing

@@ -19,6 +19,8 @@ from pathlib import Path
 from typing import Any, Callable, Sequence
 
 from offline_eval.engine.requests import Generate, Messages, ScoreOptions
+from offline_eval.runtime.identity import content_fingerprint, model_identity
+from offline_eval.runtime.registry import backend_spec
 
 
 def render_prompt(prompt: Messages) -> str:
@@ -27,16 +29,20 @@ def render_prompt(prompt: Messages) -> str:
 
 class ScriptedJudge:
     def __init__(self, path: str | Path | None = None, *, script: dict[str, Any] | None = None,
-                 batch_size: int = 8, device: str | None = None, identity: str | None = None,
-                 keep_prompts: bool = True, **_: Any) -> None:
-        if script is None:
-            script = json.loads(Path(path).read_text(encoding="utf-8")) if path else {}
+                 batch_size: int = 8, device: str | None = None, keep_prompts: bool = True,
+                 **_: Any) -> None:
+        if script is None and path:
+            script = json.loads(Path(path).read_text(encoding="utf-8"))
+            content = content_fingerprint(path)  # a script file is identified as a model folder is
+        else:
+            script = script or {}
+            content = json.dumps(script, sort_keys=True, default=repr)[:64]  # callables have no content
         self.generate_rules: list[dict[str, Any]] = list(script.get("generate", []))
         self.option_rules: list[dict[str, Any]] = list(script.get("options", []))
         self.default_response: str | Callable[[str], str] = script.get("default_response", "{}")
         self.default_probs: dict[str, float] | None = script.get("default_probs")
         self.batch_size = batch_size
-        self.identity = identity or f"scripted:{json.dumps(script, sort_keys=True, default=repr)[:64]}"
+        self.identity = model_identity(backend_spec("judge", "scripted"), {"main": content}, {})
         self.calls: Counter[str] = Counter()  # backend calls per kind
         self.batch_sizes: list[tuple[str, int]] = []
         self.prompts_seen: list[str] = []  # for tests; keep_prompts=False for long runs (benchmarks)
@@ -88,11 +94,11 @@ class ScriptedVerifier:
     """A premise/hypothesis classifier from a script: P = the first rule whose substrings match."""
 
     def __init__(self, rules: list[dict[str, Any]] | None = None, default: float = 0.0,
-                 batch_size: int = 8, identity: str = "scripted-verifier", **_: Any) -> None:
+                 batch_size: int = 8, **_: Any) -> None:
         self.rules = rules or []  # {"premise": substr, "hypothesis": substr, "probability": p}
         self.default = default
         self.batch_size = batch_size
-        self.identity = identity
+        self.identity = model_identity(backend_spec("verifier", "scripted"), {}, {})
         self.calls: Counter[str] = Counter()
 
     def classify(self, requests: Sequence[Any]) -> list[float]:

@@ -59,7 +59,8 @@ from offline_eval.engine.requests import Generate, ScoreOptions
 from offline_eval.runtime import chat
 from offline_eval.runtime.batch_invariance import on_boundary, use_batch_invariant_kernels
 from offline_eval.runtime.base import BackendUnavailable
-from offline_eval.runtime.identity import content_fingerprint
+from offline_eval.runtime.identity import content_fingerprint, model_identity
+from offline_eval.runtime.registry import backend_spec
 
 
 _DTYPES = {
@@ -289,9 +290,8 @@ class TransformersJudge:
             pad = min(self.eos_ids) if self.eos_ids else 0
         self.pad_id = int(pad)
         dtype_name = str(self.model.dtype).removeprefix("torch.")
-        self.identity = (
-            f"transformers:{content_fingerprint(source)}:{dtype_name}"
-        )
+        self.identity = model_identity(backend_spec("judge", "transformers"),
+                                       {"main": content_fingerprint(source)}, {"dtype": dtype_name})
         self._option_cache: dict[tuple[str, ...], dict[str, tuple[int, ...]]] = {}
 
     # ------------------------------------------------------------------------------------------

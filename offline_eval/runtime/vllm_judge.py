@@ -43,7 +43,8 @@ from typing import Any
 from offline_eval.engine.requests import Generate, Sampling, ScoreOptions
 from offline_eval.runtime import chat
 from offline_eval.runtime.base import BackendUnavailable
-from offline_eval.runtime.identity import content_fingerprint
+from offline_eval.runtime.identity import content_fingerprint, model_identity
+from offline_eval.runtime.registry import backend_spec
 
 INSTALL_HINT = "pip install 'offline-eval[vllm]'"
 
@@ -218,8 +219,8 @@ class VLLMJudge:
         self.max_model_len = max_model_len or self._engine_max_len()
         self.batch_size = int(batch_size)
         self.batch_invariant = os.environ.get("VLLM_BATCH_INVARIANT", "0") not in ("", "0")
-        self.identity = f"vllm:{content_fingerprint(source)}:{dtype}" + (
-            ":batch-invariant" if self.batch_invariant else "")
+        self.identity = model_identity(backend_spec("judge", "vllm"), {"main": content_fingerprint(source)},
+                                       {"dtype": dtype, "batch_invariant": self.batch_invariant})
         self._option_cache: dict[tuple[str, ...], dict[str, tuple[int, ...]]] = {}
 
     def _engine_max_len(self) -> int | None:
