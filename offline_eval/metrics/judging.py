@@ -11,12 +11,12 @@ import json
 import math
 import re
 from dataclasses import dataclass
-from typing import Any, Generator, Sequence
+from typing import Any, Callable, Generator, Sequence
 
 import numpy as np
 
-from offline_eval.engine.parsing import parse_output
 from offline_eval.engine.requests import Classify, Embed, Generate, Sampling, ScoreOptions, messages
+from offline_eval.metrics.parsing import parse_output
 from offline_eval.metrics.settings import EvalSettings
 from offline_eval.prompts.base import Prompt
 from offline_eval.prompts.ragas import (
@@ -103,6 +103,77 @@ def extract_claims(text: str, question: str | None, language: str,
     return answer
 
 
+def number_items(items: Sequence[str]) -> str:
+    return "\n".join(f"{i + 1}. {item}" for i, item in enumerate(items))
+
+
+@dataclass(frozen=True)
+class Verdicts:
+    """A question the judge answers for each of a list of items, asked the way ``settings.verdicts`` says:
+    a metric states what it asks and how to read a reply, and the two ways are written here once.
+
+    ``"options"``: one call per item, the item in ``option_prompt`` under ``item``; ``from_probs`` reads
+    the verdict from the probabilities of ``choices``. ``"generate"``: JSON from ``json_prompt``, read by
+    ``from_json``. With ``listed`` (the prompt value and the schema's array that hold the items), a few
+    numbered items go in each call (``settings.statements_per_call``), with an exact-length schema so
+    counts always match; without it, one call per item, again under ``item``.
+
+    ``probe``: an item without content, asked along with the items in option calls only; its
+    probabilities, the lean of the prompt itself, reach ``from_probs`` as its second argument (None
+    without a probe), so that it can be taken out (:func:`corrected`). ``salvage``: reads the items
+    of a reply that failed the schema even after its repair, from the raw reply and the number of
+    items asked; None when it cannot either.
+    """
+
+    option_prompt: Prompt
+    choices: tuple[str, ...]
+    json_prompt: Prompt
+    item: str
+    from_probs: Callable[[dict[str, float], dict[str, float] | None], Any]
+    from_json: Callable[[Any], Any]
+    listed: tuple[str, str] | None = None
+    probe: str | None = None
+    salvage: Callable[[str, int], list[Any] | None] | None = None
+
+    def judge(self, items: Sequence[str], values: dict[str, Any], language: str,
+              settings: EvalSettings) -> Generator[Any, Any, list[Any] | JsonAnswer]:
+        """The verdict on each item (``values``: the prompt values all items share), or the first JSON
+        answer that could not be read."""
+        if settings.verdicts == "options":
+            asked = [*items, self.probe] if self.probe is not None else list(items)
+            probs = yield [ScoreOptions(prompt=self.option_prompt.render(language, **values, **{self.item: item}),
+                                        options=self.choices) for item in asked]
+            lean = probs[len(items)] if self.probe is not None else None
+            return [self.from_probs(p, lean) for p in probs[:len(items)]]
+        per_call = max(1, settings.statements_per_call) if self.listed else 1
+        parts = [items[start:start + per_call] for start in range(0, len(items), per_call)]
+        answers = yield from ask_json_many([self._ask(part, values, language) for part in parts], settings)
+        out: list[Any] = []
+        for part, answer in zip(parts, answers):
+            replies = self._replies(answer, len(part))
+            if replies is None:
+                return answer
+            out.extend(self.from_json(reply) for reply in replies)
+        return out
+
+    def _ask(self, part: Sequence[str], values: dict[str, Any], language: str) -> JsonAsk:
+        if self.listed is None:
+            return JsonAsk(self.json_prompt, language, {**values, self.item: part[0]})
+        value, array = self.listed
+        schema = json.loads(self.json_prompt.schema_json)
+        schema["properties"][array]["minItems"] = len(part)
+        schema["properties"][array]["maxItems"] = len(part)
+        return JsonAsk(self.json_prompt, language, {**values, value: number_items(part)}, schema)
+
+    def _replies(self, answer: JsonAnswer, count: int) -> list[Any] | None:
+        """The judge's reply on each item of one call, None when unreadable."""
+        if self.listed is None:
+            return None if answer.value is None else [answer.value]
+        if answer.value is not None:
+            return answer.value[self.listed[1]]
+        return self.salvage(answer.raw, count) if self.salvage else None
+
+
 @dataclass
 class Statements:
     """What an answer is checked as: its claims, its sentences, or itself whole."""
@@ -182,6 +253,8 @@ FRAMINGS: dict[str, tuple[Prompt, Prompt]] = {
 }
 
 
+YES_NO = ("Yes", "No")
+
 # The statement of the content-free probe: the prompt with its statement left empty.
 EMPTY_STATEMENT = " "
 
@@ -212,9 +285,9 @@ def support_matrix(premises: Sequence[str], claims: Sequence[str], language: str
                    passages: bool = True) -> Generator[Any, Any, list[list[Verdict]] | str]:
     """Verdict for every (premise, claim) pair: ``result[p][c]``; or a reason string on failure.
 
-    The verifier decides the request type: HHEM classifies each pair; the judge answers P(Yes) by
-    option log-probabilities, or (``verdicts="generate"``) JSON verdicts for a handful of claims per
-    call, with an exact-length schema so counts always match. ``numbered``: the premise is a list of
+    The verifier decides the request type: HHEM classifies each pair; the judge gives its
+    :class:`Verdicts` on the claims, premise by premise: P(Yes) by option log-probabilities, or JSON
+    verdicts for a handful of claims per call. ``numbered``: the premise is a list of
     numbered chunks whose number the judge may cite. ``passages``: the premises are retrieved passages,
     whose own lean is taken out of option verdicts (:func:`corrected`, ``settings.baseline_weight``);
     False for a premise that is an answer or a reference answer. ``question``: the claims are read against it,
@@ -230,52 +303,28 @@ def support_matrix(premises: Sequence[str], claims: Sequence[str], language: str
         it = iter(probs)
         return [[Verdict(float(p), float(p) >= threshold) for p in (next(it) for _ in claims)]
                 for _ in premises]
-    extra = {"question": question} if question else {}
+    weight = settings.baseline_weight if passages else 0.0
+
+    def from_probs(probs: dict[str, float], lean: dict[str, float] | None) -> Verdict:
+        judge, baseline = float(probs["Yes"]), float(lean["Yes"]) if lean is not None else None
+        p = corrected(judge, baseline, weight)
+        return Verdict(p, p >= threshold, judge=judge, baseline=baseline)
+
+    def from_json(item: dict[str, Any]) -> Verdict:
+        chunk = item.get("chunk")
+        chunk = chunk - 1 if numbered and isinstance(chunk, int) and chunk >= 1 else None
+        supported = bool(item["supported"])
+        return Verdict(1.0 if supported else 0.0, supported, chunk if supported else None, item.get("reason", ""))
+
     option_prompt, verdicts_prompt = FRAMINGS[framing if question else "statement"]
-    if settings.verdicts == "options":
-        weight = settings.baseline_weight if passages else 0.0
-        requests = [ScoreOptions(prompt=option_prompt.render(language, premise=p, hypothesis=c, **extra),
-                                 options=("Yes", "No")) for p in premises for c in claims]
-        if weight:  # one content-free probe per premise; it shares the premise's prompt prefix
-            requests += [ScoreOptions(prompt=option_prompt.render(language, premise=p, hypothesis=EMPTY_STATEMENT,
-                                                                  **extra), options=("Yes", "No")) for p in premises]
-        probs = yield requests
-        it = iter(probs)
-        judged = [[float(next(it)["Yes"]) for _ in claims] for _ in premises]
-        baselines = [float(next(it)["Yes"]) if weight else None for _ in premises]
-        matrix = []
-        for row, baseline in zip(judged, baselines):
-            cells = []
-            for judge in row:
-                p = corrected(judge, baseline, weight)
-                cells.append(Verdict(p, p >= threshold, judge=judge, baseline=baseline))
-            matrix.append(cells)
-        return matrix
-    # JSON verdicts, a few statements per call.
-    step = max(1, settings.statements_per_call)
-    asks, spans = [], []
-    for p_index, premise in enumerate(premises):
-        for start in range(0, len(claims), step):
-            part = claims[start:start + step]
-            schema = json.loads(verdicts_prompt.schema_json)
-            schema["properties"]["verdicts"]["minItems"] = len(part)
-            schema["properties"]["verdicts"]["maxItems"] = len(part)
-            statements = "\n".join(f"{i + 1}. {c}" for i, c in enumerate(part))
-            asks.append(JsonAsk(verdicts_prompt, language,
-                                {"premise": premise, "statements": statements, **extra}, schema))
-            spans.append((p_index, start))
-    answers = yield from ask_json_many(asks, settings)
-    matrix: list[list[Verdict | None]] = [[None] * len(claims) for _ in premises]
-    for (p_index, start), answer in zip(spans, answers):
-        if answer.value is None:
-            return f"judge_unparseable: {answer.problem}"
-        for offset, item in enumerate(answer.value["verdicts"]):
-            chunk = item.get("chunk")
-            chunk = chunk - 1 if numbered and isinstance(chunk, int) and chunk >= 1 else None
-            supported = bool(item["supported"])
-            matrix[p_index][start + offset] = Verdict(1.0 if supported else 0.0, supported,
-                                                      chunk if supported else None, item.get("reason", ""))
-    return matrix  # type: ignore[return-value]
+    # one content-free probe per premise (when its lean is taken out); it shares the premise's prompt prefix
+    verdicts = Verdicts(option_prompt, YES_NO, verdicts_prompt, "hypothesis", from_probs, from_json,
+                        listed=("statements", "verdicts"), probe=EMPTY_STATEMENT if weight else None)
+    extra = {"question": question} if question else {}
+    rows = yield from parallel(*[verdicts.judge(claims, {"premise": p, **extra}, language, settings)
+                                 for p in premises])
+    failed = next((row for row in rows if isinstance(row, JsonAnswer)), None)
+    return rows if failed is None else f"judge_unparseable: {failed.problem}"
 
 
 def context_windows(contexts: Sequence[str], size: int, language: str) -> list[tuple[int, str]]:

@@ -22,16 +22,14 @@ for all three.
 
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Generator
 
 from offline_eval.data.schema import Sample
-from offline_eval.engine.parsing import extract_json
-from offline_eval.engine.requests import ScoreOptions
 from offline_eval.metrics.base import Metric, Score, ScoreGenerator
-from offline_eval.metrics.judging import JsonAsk, ask_json, ask_json_many
+from offline_eval.metrics.judging import JsonAnswer, JsonAsk, Verdicts, ask_json
+from offline_eval.metrics.parsing import extract_json
 from offline_eval.metrics.settings import EvalSettings
 from offline_eval.prompts.rageval import KEYPOINT_LABELS, KEYPOINT_OPTION, KEYPOINTS, LABEL_LETTERS, LABELS
 
@@ -55,10 +53,6 @@ def clean_keypoints(items: list[str] | None) -> list[str]:
             if text:
                 out.setdefault(text, None)
     return list(out)
-
-
-def numbered(points: list[str]) -> str:
-    return "\n".join(f"{i + 1}. {p}" for i, p in enumerate(points))
 
 
 def normalise_label(value: Any) -> str | None:
@@ -101,7 +95,8 @@ class KeypointJudgement:
 
 
 def _lenient_labels(raw: str, n: int) -> list[dict[str, Any]] | None:
-    """Items of a reply that failed the strict schema only through the spelling of its labels."""
+    """Items of a reply that failed the strict schema only through the spelling of its labels, with
+    their labels spelled right; None for a reply wrong in any other way."""
     value, problem = extract_json(raw)
     if problem:
         return None
@@ -115,47 +110,32 @@ def _lenient_labels(raw: str, n: int) -> list[dict[str, Any]] | None:
         label = normalise_label(item.get("label"))
         if label is None:
             return None
-        out.append({"label": label, "analysis": str(item.get("analysis") or "")})
+        out.append({**item, "label": label})
     return out
+
+
+def _label_from_probs(probs: dict[str, float], _lean: dict[str, float] | None) -> dict[str, Any]:
+    named = {LABEL_LETTERS[letter]: round(float(probs[letter]), 6) for letter in LABEL_LETTERS}
+    # argmax; an exact tie counts as the neutral Irrelevant (then Wrong before Relevant)
+    label = max(("Irrelevant", "Wrong", "Relevant"), key=lambda name: named[name])
+    return {"label": label, "analysis": "", "probabilities": named}
+
+
+def _label_from_json(item: dict[str, Any]) -> dict[str, Any]:
+    return {"label": item["label"], "analysis": str(item.get("analysis") or "")}
+
+
+KEYPOINT_VERDICTS = Verdicts(KEYPOINT_OPTION, tuple(LABEL_LETTERS), KEYPOINT_LABELS, "keypoint", _label_from_probs,
+                             _label_from_json, listed=("keypoints", "keypoints"), salvage=_lenient_labels)
 
 
 def label_keypoints(question: str, answer: str, points: list[str], language: str,
                     settings: EvalSettings) -> Generator[Any, Any, list[dict[str, Any]] | str]:
     """One label per key point, or a reason string when the judge's labels cannot be read."""
-    if settings.verdicts == "options":
-        letters = tuple(LABEL_LETTERS)
-        probs = yield [ScoreOptions(prompt=KEYPOINT_OPTION.render(language, question=question, answer=answer,
-                                                                  keypoint=p), options=letters)
-                       for p in points]
-        out = []
-        for point, p in zip(points, probs):
-            named = {LABEL_LETTERS[letter]: round(float(p[letter]), 6) for letter in letters}
-            # argmax; an exact tie counts as the neutral Irrelevant (then Wrong before Relevant)
-            label = max(("Irrelevant", "Wrong", "Relevant"), key=lambda name: named[name])
-            out.append({"keypoint": point, "label": label, "analysis": "", "probabilities": named})
-        return out
-    step = max(1, settings.statements_per_call)
-    asks = []
-    for start in range(0, len(points), step):
-        part = points[start:start + step]
-        schema = json.loads(KEYPOINT_LABELS.schema_json)
-        schema["properties"]["keypoints"]["minItems"] = len(part)
-        schema["properties"]["keypoints"]["maxItems"] = len(part)
-        asks.append(JsonAsk(KEYPOINT_LABELS, language, {"question": question, "answer": answer,
-                                                        "keypoints": numbered(part)}, schema))
-    answers = yield from ask_json_many(asks, settings)
-    out = []
-    for index, got in enumerate(answers):
-        part = points[index * step:(index + 1) * step]
-        if got.value is not None:
-            items = [{"label": item["label"], "analysis": str(item.get("analysis") or "")}
-                     for item in got.value["keypoints"]]
-        else:
-            items = _lenient_labels(got.raw, len(part))
-            if items is None:
-                return f"judge_unparseable: {got.problem}"
-        out.extend({"keypoint": p, **item} for p, item in zip(part, items))
-    return out
+    labels = yield from KEYPOINT_VERDICTS.judge(points, {"question": question, "answer": answer}, language, settings)
+    if isinstance(labels, JsonAnswer):
+        return f"judge_unparseable: {labels.problem}"
+    return [{"keypoint": p, **label} for p, label in zip(points, labels)]
 
 
 def judge_keypoints(sample: Sample, settings: EvalSettings) -> Generator[Any, Any, KeypointJudgement]:

@@ -8,11 +8,10 @@ from typing import Any, ClassVar
 import numpy as np
 
 from offline_eval.data.schema import Sample
-from offline_eval.engine.requests import ScoreOptions
 from offline_eval.metrics.base import Metric, Score, ScoreGenerator
 from offline_eval.metrics.judging import (
-    JsonAsk, Statements, Verdict, answer_statements, ask_json, ask_json_many, embed_texts, parallel,
-    support_against_contexts, support_matrix,
+    YES_NO, JsonAnswer, JsonAsk, Statements, Verdict, Verdicts, answer_statements, ask_json, ask_json_many,
+    embed_texts, parallel, support_against_contexts, support_matrix,
 )
 from offline_eval.metrics.settings import EvalSettings
 from offline_eval.prompts.ragas import (
@@ -187,20 +186,17 @@ class ContextPrecision(SampleMetric):
     target_field: ClassVar[str] = "ground_truth"
 
     def compute(self, sample, ctx, lang):
-        target = getattr(sample, self.target_field)
-        if ctx.verdicts == "options":
-            probs = yield [ScoreOptions(prompt=CHUNK_USEFUL_OPTION.render(
-                lang, question=sample.question, answer=target, context=c)) for c in sample.contexts]
-            details = [{"chunk": i, "useful": p["Yes"] >= ctx.support_threshold, "probability": round(p["Yes"], 6)}
-                       for i, p in enumerate(probs)]
-        else:
-            answers = yield from ask_json_many([JsonAsk(CHUNK_USEFUL, lang, {
-                "question": sample.question, "answer": target, "context": c}) for c in sample.contexts], ctx)
-            bad = [a for a in answers if a.value is None]
-            if bad:
-                return Score.unscored("judge_unparseable", bad[0].problem or "", raw=bad[0].raw)
-            details = [{"chunk": i, "useful": bool(a.value["useful"]), "probability": float(bool(a.value["useful"])),
-                        "reason": a.value.get("reason", "")} for i, a in enumerate(answers)]
+        usefulness = Verdicts(
+            CHUNK_USEFUL_OPTION, YES_NO, CHUNK_USEFUL, "context",
+            lambda probs, _lean: {"useful": probs["Yes"] >= ctx.support_threshold,
+                                  "probability": round(probs["Yes"], 6)},
+            lambda reply: {"useful": bool(reply["useful"]), "probability": float(bool(reply["useful"])),
+                           "reason": reply.get("reason", "")})
+        values = {"question": sample.question, "answer": getattr(sample, self.target_field)}
+        got = yield from usefulness.judge(sample.contexts, values, lang, ctx)
+        if isinstance(got, JsonAnswer):
+            return Score.unscored("judge_unparseable", got.problem or "", raw=got.raw)
+        details = [{"chunk": i, **verdict} for i, verdict in enumerate(got)]
         flags = [d["useful"] for d in details]
         return Score(average_precision(flags), explanation=f"{sum(flags)} of {len(flags)} chunks useful",
                      metadata={"verdicts": details})
@@ -335,6 +331,9 @@ class AnswerCorrectness(SampleMetric):
 
 
 # --- rubrics --------------------------------------------------------------------------------------
+RUBRIC_SCORES = ("1", "2", "3", "4", "5")
+
+
 def _rubric_text(rubric: dict[Any, str]) -> str:
     return "\n".join(f"score{int(k)}_description: {v}" for k, v in sorted(rubric.items(), key=lambda kv: int(kv[0])))
 
@@ -351,20 +350,20 @@ class RubricsScore(SampleMetric):
         rubric = rubrics.get(kind) or DEFAULT_RUBRICS[kind]
         reference_block = (f"Reference: {sample.ground_truth}\n" if lang == "en" else f"参考答案：{sample.ground_truth}\n") \
             if sample.ground_truth else ""
-        values = {"rubric": _rubric_text(rubric), "question": sample.question, "answer": sample.answer,
-                  "reference_block": reference_block}
-        if ctx.verdicts == "options":
-            options = ("1", "2", "3", "4", "5")
-            probs = yield ScoreOptions(prompt=RUBRIC_OPTION.render(lang, **values), options=options)
-            best = max(options, key=lambda o: probs[o])
-            expected = sum(int(o) * probs[o] for o in options)
+        values = {"rubric": _rubric_text(rubric), "question": sample.question, "reference_block": reference_block}
+
+        def from_probs(probs, _lean):
+            best = max(RUBRIC_SCORES, key=lambda o: probs[o])
+            expected = sum(int(o) * probs[o] for o in RUBRIC_SCORES)
             return Score(float(best), explanation=f"most likely score {best} (expected {expected:.2f})",
                          metadata={"rubric": kind, "probabilities": probs, "expected": expected})
-        got = yield from ask_json(JsonAsk(RUBRIC, lang, values), ctx)
-        if got.value is None:
+
+        rubric_score = Verdicts(RUBRIC_OPTION, RUBRIC_SCORES, RUBRIC, "answer", from_probs, lambda reply: Score(
+            float(reply["score"]), explanation=reply.get("feedback", ""), metadata={"rubric": kind}))
+        got = yield from rubric_score.judge([sample.answer], values, lang, ctx)
+        if isinstance(got, JsonAnswer):
             return Score.unscored("judge_unparseable", got.problem or "", raw=got.raw)
-        return Score(float(got.value["score"]), explanation=got.value.get("feedback", ""),
-                     metadata={"rubric": kind})
+        return got[0]
 
 
 # --- noise sensitivity ----------------------------------------------------------------------------
