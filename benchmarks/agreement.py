@@ -57,6 +57,8 @@ from offline_eval.data.schema import Sample  # noqa: E402
 from offline_eval.engine.cache import ResultCache  # noqa: E402
 from offline_eval.engine.requests import ScoreOptions, messages  # noqa: E402
 from offline_eval.metrics.base import Metric, Score  # noqa: E402
+from offline_eval.metrics.settings import EvalSettings  # noqa: E402
+from offline_eval.run.config import ModelChoice  # noqa: E402
 
 DATA = REPO.parent / "shared" / "data"
 BENCH_DIR = Path(os.environ.get("OFFLINE_EVAL_BENCH", "~/.cache/offline-eval-bench")).expanduser()
@@ -360,15 +362,15 @@ def main(argv: list[str] | None = None) -> int:
                 if which == "faithfulness_sentences" and metric_name != "faithfulness":
                     continue
                 roles = frozenset(resolve_metric(metric).roles if isinstance(metric, str) else metric.roles)
-                setup = build_setup(metric, profile="starter", judge=str(args.judge), verdicts="options",
-                                    max_tokens=args.max_tokens, batch_size=args.batch_size, models=models.get(roles))
-                models[roles] = setup.models  # loaded once per set of roles
-                unknown = [k for k in overrides if not hasattr(setup.settings, k)]
+                unknown = [k for k in overrides if k not in EvalSettings.option_names()]
                 if unknown:
                     print(f"[{set_name} {config}] skipped: this code has no setting {unknown}", file=sys.stderr)
                     continue
-                for k, v in overrides.items():
-                    setattr(setup.settings, k, v)
+                setup = build_setup(metric, ModelChoice(profile="starter", judge=str(args.judge),
+                                                        batch_size=args.batch_size),
+                                    models=models.get(roles), verdicts="options", max_tokens=args.max_tokens,
+                                    **overrides)
+                models[roles] = setup.models  # loaded once per set of roles
                 run_dir = args.runs_dir / f"{set_name}-{config}{args.tag}"
                 print(f"[{time.monotonic() - started:6.0f}s] {set_name} / {config}: {len(rows)} rows",
                       file=sys.stderr, flush=True)
@@ -379,7 +381,7 @@ def main(argv: list[str] | None = None) -> int:
                     scores = {k: {**v, "value": v.get("metadata", {}).get(value_key)} if v.get("value") is not None
                               else v for k, v in scores.items()}
                 m = measure(rows, scores)
-                payload["results"].append({"set": set_name, "config": config, "metric": setup.metric.name,
+                payload["results"].append({"set": set_name, "config": config, "metric": setup.metrics[0].name,
                                            "settings": overrides, "wall_s": round(wall, 1), "measure": m})
                 print(f"[{time.monotonic() - started:6.0f}s] {set_name} / {config}: AUC {_fmt(m.get('auc'))}, "
                       f"bacc@0.5 {_fmt(m.get('bacc_05'))}, calibrated {_fmt(m.get('bacc_calibrated'))}, "

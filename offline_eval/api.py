@@ -22,37 +22,20 @@ from pathlib import Path
 from typing import Any, Iterable, Mapping
 
 from offline_eval.data.schema import DataError, Sample
+from offline_eval.run.config import ModelChoice, Models, RunConfig, build_run, configure_models
 
 __all__ = ["Models", "EvalResult", "load_models", "evaluate", "compare"]
 
 
-@dataclass
-class Models:
-    """A profile's models for the roles asked for, loaded on first use and kept for later calls."""
-
-    profile: Any
-    models: Any  # offline_eval.engine.models.ModelSet
-    roles: set[str]
-
-
-def load_models(profile: str | None = None, *, models_dir: str | Path | None = None, judge: str | None = None,
-                judge_backend: str | None = None, judge_model: str | None = None, verifier: str | None = None,
-                hhem: str | None = None, hhem_tokenizer: str | None = None, embedder: str | None = None,
-                device: str | None = None, batch_size: int | None = None, judge_batch_size: int | None = None,
-                roles: Iterable[str] = ("judge", "verifier", "embedder"), verify: bool = True) -> Models:
-    """The models of ``profile`` (gpu, cpu, starter, a manifest path; default: the first provisioned),
-    with the same overrides as the CLI's model flags. Nothing loads until a metric needs it."""
-    from offline_eval.runtime.loading import check_provisioned, model_set_from_profile, resolve_profile
-
-    overrides = dict(judge_path=judge, judge_backend=judge_backend, judge_model=judge_model, verifier=verifier,
-                     hhem_path=hhem, hhem_tokenizer_path=hhem_tokenizer, embedder_path=embedder)
-    prof, needed = resolve_profile(profile, Path(models_dir) if models_dir else None, set(roles), overrides)
-    problems = check_provisioned(prof, needed)
-    if problems:
-        raise RuntimeError("; ".join(problems))
-    return Models(prof, model_set_from_profile(prof, device=device, batch_size=batch_size,
-                                               judge_batch_size=judge_batch_size, roles=needed, verify=verify),
-                  needed)
+def load_models(profile: str | None = None, *, roles: Iterable[str] = ("judge", "verifier", "embedder"),
+                **choice: Any) -> Models:
+    """The models of ``profile`` (gpu, cpu, starter, a manifest path; default: the first provisioned)
+    for ``roles``, changed by the CLI's model flags as keywords (``judge``, ``judge_backend``,
+    ``judge_model``, ``verifier``, ``hhem``, ``hhem_tokenizer``, ``embedder``, ``models_dir``,
+    ``device``, ``batch_size``, ``judge_batch_size``, ``verify``; see
+    :class:`~offline_eval.run.config.ModelChoice`). Nothing loads until a metric needs it; raises
+    :class:`~offline_eval.run.config.ModelsMissing` when a model folder is not there."""
+    return configure_models(ModelChoice(profile=profile, **choice), roles)
 
 
 @dataclass
@@ -151,47 +134,28 @@ def evaluate(data: Any, metrics: Iterable[Any] | None = None, *, models: Models 
     ``data``: a dataset path, a list of dicts, a pandas DataFrame or a ``datasets.Dataset``, read
     through the CLI's readers and field aliases (``mapping`` as ``--map``). ``models``: from
     :func:`load_models`, reused across calls; else ``profile``/``judge``/``embedder``/``verifier``/
-    ``device``/``batch_size`` build them for this call. ``output``: a run folder, written and resumed as
+    ``device``/``batch_size`` choose them for this call. ``output``: a run folder, written and resumed as
     the CLI's (None: nothing is written but the cache). ``cache``: True for the CLI's default file,
     a path, or False for memory only. ``options``: the run's settings by their names (``verdicts``,
     ``max_tokens``, ``claims``, ``verdict_score``, ``context_window``, ``language``, ...).
     """
-    from offline_eval.cli_models import cache_path, calibration_files
+    from offline_eval.cli_models import cache_path
     from offline_eval.engine.cache import ResultCache
-    from offline_eval.run.runner import DEFAULT_WINDOW
-    from offline_eval.run.runner import evaluate as run_engine
-    from offline_eval.metrics import resolve_metrics
-    from offline_eval.metrics.settings import EvalSettings
+    from offline_eval.run.folder import FINGERPRINT
 
-    chosen, aggregate = resolve_metrics(list(metrics) if metrics is not None else None)
-    wanted = {r for m in chosen for r in m.roles}
-    if models is None:
-        models = load_models(profile, judge=judge, embedder=embedder, verifier=verifier, device=device,
-                             batch_size=batch_size, roles=wanted)
-    uses_hhem = not models.profile.verifier_is_judge
-    settings = EvalSettings.from_options(verifier="hhem" if uses_hhem else "judge", **options)
+    config = RunConfig(metrics=list(metrics) if metrics is not None else None,
+                       models=ModelChoice(profile=profile, judge=judge, embedder=embedder, verifier=verifier,
+                                          device=device, batch_size=batch_size),
+                       settings=options, calibrate=calibrations, window=window, overwrite=overwrite)
+    run = build_run(config, models=models)
     samples = _samples(data, mapping, limit)
-
-    found = []
-    if calibrations:
-        from offline_eval.calibration import read_calibrations
-
-        found = [c for path in calibration_files(models.profile, models.roles) for c in read_calibrations(path)]
-    store = ResultCache(cache_path() if cache is True else Path(cache) if cache else None)
-    info = {"dataset": str(data) if isinstance(data, (str, Path)) else type(data).__name__,
-            "profile": models.profile.name, "starter": models.profile.starter, "api": True}
-    try:
-        with tempfile.TemporaryDirectory(prefix="offline-eval-") as tmp:
-            folder = Path(output) if output is not None else Path(tmp)
-            out = run_engine(samples, chosen, models.models, settings, folder, cache=store, aggregate=aggregate,
-                             run_info=info, calibrations=found, overwrite=overwrite,
-                             window=window or DEFAULT_WINDOW)
-            from offline_eval.run.folder import FINGERPRINT
-
-            run = json.loads((folder / FINGERPRINT).read_text(encoding="utf-8"))
-            return EvalResult(out.results, out.summary, run, Path(output) if output is not None else None)
-    finally:
-        store.close()
+    info = {"dataset": str(data) if isinstance(data, (str, Path)) else type(data).__name__, "api": True}
+    with ResultCache(cache_path() if cache is True else Path(cache) if cache else None) as store, \
+            tempfile.TemporaryDirectory(prefix="offline-eval-") as tmp:
+        folder = Path(output) if output is not None else Path(tmp)
+        out = run.execute(samples, folder, cache=store, run_info=info)
+        record = json.loads((folder / FINGERPRINT).read_text(encoding="utf-8"))
+        return EvalResult(out.results, out.summary, record, Path(output) if output is not None else None)
 
 
 def compare(a: EvalResult | str | Path, b: EvalResult | str | Path) -> Any:

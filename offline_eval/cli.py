@@ -13,7 +13,6 @@ underscores); flags given on the command line win.
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import importlib
 import logging
 import sys
@@ -23,8 +22,8 @@ from typing import Any
 
 from offline_eval import __version__
 from offline_eval.cli_models import (
-    HelpFormatter, add_cache_arguments, add_calibration_arguments, add_model_arguments, apply_threads, load_calibrations,
-    load_models, open_cache, positive_int, profile_overrides, unit_fraction,
+    HelpFormatter, add_cache_arguments, add_calibration_arguments, add_model_arguments, apply_threads, open_cache,
+    positive_int, unit_fraction,
 )
 
 SUBCOMMAND_MODULES = ("offline_eval.runtime.models_cli", "offline_eval.engine.cache_cli", "offline_eval.retrieval.cli",
@@ -168,18 +167,6 @@ def _merge_config(args: argparse.Namespace, parser: argparse.ArgumentParser) -> 
     return args
 
 
-# run flags that are EvalSettings fields of the same name (offline_eval.metrics.settings)
-SETTING_FLAGS = ("language", "verdicts", "max_tokens", "answer_relevancy_n", "answer_correctness_weights",
-                 "weights", "verdict_score", "claims", "context_window", "baseline_weight")
-
-
-def _load_rubrics(path: Path) -> dict[str, dict[int, str]]:
-    import json
-    text = path.read_text(encoding="utf-8")
-    data = tomllib.loads(text) if path.suffix == ".toml" else json.loads(text)
-    return {kind: {int(k): str(v) for k, v in table.items()} for kind, table in data.items()}
-
-
 def _run_progress(samples: int, engine: str | None) -> Any:
     """One line for the whole local run (offline_eval.progress); Ray's driver keeps its samples bar."""
     if engine == "ray":
@@ -199,51 +186,26 @@ class _Progress:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
+    """``offline-eval run``: the flags become a RunConfig, the run is built (everything checked before a
+    model loads), executed into its folder, summarised, and gated."""
     from offline_eval.data.readers import parse_mapping, read_dataset
+    from offline_eval.run.config import RunConfig, build_run
     from offline_eval.run.folder import default_run_folder
-    from offline_eval.run.runner import evaluate
-    from offline_eval.metrics import load_plugins, resolve_metrics
-    from offline_eval.metrics.settings import EvalSettings
 
     if not args.dataset:
         raise SystemExit("offline-eval run: --dataset is required (or set dataset in --config)")
     threads = apply_threads(args)
-    mapping = parse_mapping(args.mapping) if args.mapping else None
     skipped: list[dict[str, Any]] | None = [] if args.skip_bad_rows else None
-    samples = read_dataset(args.dataset, mapping, limit=args.limit, skipped=skipped)
+    samples = read_dataset(args.dataset, parse_mapping(args.mapping) if args.mapping else None, limit=args.limit,
+                           skipped=skipped)
     for bad in skipped or []:
         print(f"offline-eval: skipped: {bad['reason']}", file=sys.stderr)
-    load_plugins(args.plugin or [])
-    metrics, aggregate = resolve_metrics(args.metrics)
-    gates = _gates(args.fail_under, [m.name for m in metrics] + (["aggregate"] if aggregate else []))
-    check_device(args.device)
-    loaded = load_models(args, {r for m in metrics for r in m.roles}, command="offline-eval",
-                         batch_size=args.batch_size)
-    if loaded is None:
-        return 2
-    profile, roles, models = loaded
-    uses_hhem = not profile.verifier_is_judge
-
-    settings = EvalSettings.from_options(
-        verifier="hhem" if uses_hhem else "judge", **{name: getattr(args, name) for name in SETTING_FLAGS},
-        rubrics=_load_rubrics(args.rubrics) if args.rubrics else None)
-    calibrations = load_calibrations(args, profile, roles)
-
-    output = args.output or default_run_folder(args.dataset)
-    cache = open_cache(args)
-    starter_note = ("starter profile: these scores only show that the pipeline runs; "
-                    "use the cpu or gpu profile for real evaluations")
-    if not roles:  # model-free metrics only: no profile's models are involved
-        profile = dataclasses.replace(profile, starter=False)
-    if profile.starter:
-        print(f"offline-eval: {starter_note}", file=sys.stderr)
-    run_info = {"dataset": str(args.dataset), "profile": profile.name, "starter": profile.starter,
-                "device": args.device or "cpu", "batch_size": args.batch_size, "per_row": args.per_row,
-                "models_verified": not args.no_verify, "threads": threads.to_dict()}
+    run = build_run(RunConfig.from_args(args))
+    if run.starter:
+        print(f"offline-eval: {run.info['note']}", file=sys.stderr)
+    info: dict[str, Any] = {"dataset": str(args.dataset), "threads": threads.to_dict()}
     if skipped is not None:
-        run_info["skipped_rows"] = skipped
-    if profile.starter:
-        run_info["note"] = starter_note
+        info["skipped_rows"] = skipped
     progress = None if args.quiet else _run_progress(len(samples), args.engine)
 
     def write_report(output: Any) -> None:  # while the run still holds its folder
@@ -255,66 +217,22 @@ def cmd_run(args: argparse.Namespace) -> int:
             return
         print(f"report: {write_html(output.output_dir)}", file=sys.stderr)
 
-    if args.engine == "ray":
-        from offline_eval.run.ray_engine import ModelSpec, run_with_ray
-        spec = ModelSpec.create(
-            args.profile or profile.name, args.models_dir, roles=roles, device=args.device,
-            batch_size=args.batch_size, judge_batch_size=args.judge_batch_size, overrides=profile_overrides(args),
-            verify=not args.no_verify)
-        result = run_with_ray(samples, metrics, settings, spec, output, cache=cache, aggregate=aggregate,
-                              per_row=args.per_row, progress=progress, run_info=run_info,
-                              address=args.ray_address, replicas=args.replicas or 2,
-                              gpus_per_replica=args.gpus_per_replica or 0, node_cache=args.ray_node_cache,
-                              calibrations=calibrations, overwrite=args.overwrite)
-        write_report(result)
-    else:
-        result = evaluate(samples, metrics, models, settings, output, cache=cache, aggregate=aggregate,
-                          per_row=args.per_row, progress=progress, run_info=run_info, calibrations=calibrations,
-                          overwrite=args.overwrite, on_close=write_report,
-                          **({"window": args.window} if args.window else {}))
-    cache.close()
+    with open_cache(args) as cache:
+        result = run.execute(samples, args.output or default_run_folder(args.dataset), cache=cache,
+                             progress=progress, run_info=info, on_close=write_report)
     if hasattr(progress, "close"):
         progress.close()
 
     _print_summary(result.summary)
     print(f"results: {result.output_dir / 'results.jsonl'}", file=sys.stderr)
-    if gates:
+    if run.config.fail_under:
         from offline_eval.report.gating import check_thresholds
-        failures = check_thresholds(result.summary, gates)
+        failures = check_thresholds(result.summary, dict(run.config.fail_under))
         if failures:
             for failure in failures:
                 print(f"offline-eval: gate failed: {failure}", file=sys.stderr)
             return 3
     return 0
-
-
-def _gates(spec: str | None, names: list[str]) -> dict[str, float]:
-    """``--fail-under`` parsed and checked against the run's metrics before anything is scored."""
-    if not spec:
-        return {}
-    from offline_eval.report.gating import parse_thresholds
-
-    gates = parse_thresholds(spec)
-    unknown = sorted(set(gates) - set(names))
-    if unknown:
-        raise ValueError(f"--fail-under names {', '.join(unknown)}, not among this run's metrics "
-                         f"({', '.join(names)})")
-    return gates
-
-
-def check_device(device: str | None) -> None:
-    """A ``--device`` this machine lacks is a one-line error before any model loads."""
-    if not device or not device.startswith("cuda"):
-        return
-    import torch
-
-    if not torch.cuda.is_available():
-        built = "a CPU-only build" if torch.version.cuda is None else f"built for CUDA {torch.version.cuda}"
-        raise ValueError(f"--device {device}: no CUDA device here (torch {torch.__version__}, {built}); "
-                         "use --device cpu")
-    index = device.partition(":")[2]
-    if index and (not index.isdigit() or int(index) >= torch.cuda.device_count()):
-        raise ValueError(f"--device {device}: this machine has {torch.cuda.device_count()} CUDA device(s)")
 
 
 def _print_summary(summary: dict[str, Any]) -> None:
@@ -390,10 +308,15 @@ def main(argv: list[str] | None = None) -> int:
         args = _merge_config(args, next(a for a in parser._subparsers._group_actions[0].choices.values()
                                          if a.prog.endswith(" run")))
     from offline_eval.data.schema import DataError
+    from offline_eval.run.config import ModelsMissing
     try:
         return int(args.func(args) or 0)
     except DataError as exc:
         print(f"offline-eval: bad input: {exc}", file=sys.stderr)
+        return 2
+    except ModelsMissing as exc:  # one line per missing model folder, each with its fix
+        for problem in exc.problems:
+            print(f"offline-eval: {problem}", file=sys.stderr)
         return 2
     except (ValueError, RuntimeError, LookupError) as exc:
         if args.verbose:

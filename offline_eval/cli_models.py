@@ -1,5 +1,6 @@
 """What every model-using command shares (`run`, `generate`, `agreement`, `retrieval --answer`): the
-model and cache flags, and turning them into a profile, a ModelSet and a cache.
+model, calibration and cache flags, and the cache they open. The flags become models through
+:class:`offline_eval.run.config.ModelChoice` (whose fields are named as the flags' destinations).
 
 Only argparse is imported at module level, so registering a command stays cheap.
 """
@@ -8,7 +9,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -46,14 +46,6 @@ class HelpFormatter(argparse.HelpFormatter):
             return text
         return f"{text} (default: %(default)s)"
 DEFAULT_CACHE = Path("~/.cache/offline-eval/cache.sqlite")
-
-# Profile.with_overrides keyword -> (the argparse dest of its flag in add_model_arguments, the role it
-# configures; None: it decides who verifies, so it always applies).
-_OVERRIDE_FLAGS = {"judge_path": ("judge", "judge"), "judge_backend": ("judge_backend", "judge"),
-                   "judge_model": ("judge_model", "judge"), "verifier": ("verifier", None),
-                   "hhem_path": ("hhem", "verifier"), "hhem_tokenizer_path": ("hhem_tokenizer", "verifier"),
-                   "embedder_path": ("embedder", "embedder")}
-
 
 def add_model_arguments(group: argparse._ArgumentGroup, *, verifier: bool = True, embedder: bool = True) -> None:
     """--profile, --models-dir, the judge flags, and (when asked) the verifier and embedder flags."""
@@ -118,63 +110,9 @@ def cache_path(path: str | Path | None = None) -> Path:
     return Path(path or os.environ.get("OFFLINE_EVAL_CACHE", DEFAULT_CACHE)).expanduser()
 
 
-def profile_overrides(args: argparse.Namespace, roles: set[str] | None = None) -> dict[str, Any]:
-    """The model flags given on the command line, as Profile.with_overrides keywords; with ``roles``,
-    only those for these roles (a judge verifies when the profile has no verifier; ``retrieval --embedder``
-    names the retriever's model, not a role's)."""
-    wanted = None if roles is None else set(roles) | ({"judge"} if "verifier" in roles else set())
-    return {key: getattr(args, dest, None) for key, (dest, role) in _OVERRIDE_FLAGS.items()
-            if wanted is None or role is None or role in wanted}
-
-
-def load_models(args: argparse.Namespace, roles: set[str], *, command: str,
-                batch_size: int | None) -> tuple[Any, set[str], Any] | None:
-    """(profile, roles to load, lazy ModelSet) for ``roles`` from the model flags; None after printing
-    one line per missing model folder (the command then exits 2). Nothing is loaded here."""
-    from offline_eval.runtime.loading import check_provisioned, model_set_from_profile, resolve_profile
-
-    profile, roles = resolve_profile(args.profile, args.models_dir, roles, profile_overrides(args, roles))
-    problems = check_provisioned(profile, roles)
-    if problems:
-        for problem in problems:
-            print(f"{command}: {problem}", file=sys.stderr)
-        return None
-    models = model_set_from_profile(profile, device=args.device, batch_size=batch_size,
-                                    judge_batch_size=args.judge_batch_size, roles=roles,
-                                    verify=not getattr(args, "no_verify", False))
-    return profile, roles, models
-
-
 def add_calibration_arguments(group: argparse._ArgumentGroup) -> None:
     """--calibration FILE (repeatable) and --no-calibration."""
     group.add_argument("--calibration", type=Path, action="append", metavar="FILE",
                        help="calibration file from `offline-eval calibrate` (repeatable; default: the "
                             "offline-eval-calibration.json in each model folder)")
     group.add_argument("--no-calibration", action="store_true", help="apply no calibration")
-
-
-def load_calibrations(args: argparse.Namespace, profile: Any, roles: set[str]) -> list[Any]:
-    """Calibrations a run may apply: those in the model folders of ``roles`` and in --calibration files.
-    Each applies only to the metric, models and settings it was fitted for."""
-    from offline_eval.calibration import read_calibrations
-
-    if getattr(args, "no_calibration", False):
-        return []
-    files = [Path(p) for p in getattr(args, "calibration", None) or []]
-    for path in files:
-        if not path.exists():
-            raise ValueError(f"--calibration {path}: no such file")
-    files += calibration_files(profile, roles)
-    return [c for path in dict.fromkeys(files) for c in read_calibrations(path)]
-
-
-def calibration_files(profile: Any, roles: set[str]) -> list[Path]:
-    """The calibration files kept in the model folders of ``roles`` (the judge's when it verifies)."""
-    from offline_eval.calibration import CALIBRATION_FILE
-
-    files = []
-    for role in sorted(set(roles) | ({"judge"} if "verifier" in roles else set())):
-        folder = profile.role(role).path
-        if folder is not None and Path(folder, CALIBRATION_FILE).exists():
-            files.append(Path(folder, CALIBRATION_FILE))
-    return files

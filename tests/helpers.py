@@ -10,6 +10,8 @@ from offline_eval.engine.executor import Engine, Task
 from offline_eval.engine.models import ModelSet
 from offline_eval.metrics.base import Metric, Score, as_score, start
 from offline_eval.metrics.settings import EvalSettings
+from offline_eval.run.config import Models, Run, RunConfig, build_run
+from offline_eval.runtime.profiles import load_profile
 from offline_eval.runtime.hashing_embedder import HashingEmbedder
 from offline_eval.runtime.scripted import ScriptedJudge, ScriptedVerifier
 
@@ -32,3 +34,11 @@ def score(metric: Metric, sample: Sample, model_set: ModelSet, settings: EvalSet
     engine = Engine(model_set)
     [task] = engine.run([Task(key=0, generator=start(metric, sample, settings))])
     return as_score(task.result)
+
+
+def run_of(model_set: ModelSet, metrics: list[str], **settings: Any) -> Run:
+    """The Run of ``metrics`` on these models (the starter profile's manifest standing in for a profile:
+    the judge verifies), with ``settings`` as the API's keywords."""
+    profile = load_profile("starter")
+    return build_run(RunConfig(metrics=metrics, settings=settings, overwrite=True),
+                     models=Models(profile, model_set, {"judge", "verifier", "embedder"}))

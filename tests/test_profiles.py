@@ -14,7 +14,8 @@ import pytest
 
 import offline_eval
 from offline_eval.engine.requests import Generate, messages
-from offline_eval.cli_models import add_model_arguments, open_cache, profile_overrides
+from offline_eval.cli_models import add_model_arguments, open_cache
+from offline_eval.run.config import ModelChoice
 from offline_eval.runtime import models_cli
 from offline_eval.runtime.loading import model_set_from_profile, resolve_profile
 from offline_eval.runtime.profiles import (
@@ -285,14 +286,15 @@ def test_command_line_model_flags_become_profile_overrides(tmp_path: Path) -> No
     parser = argparse.ArgumentParser()
     add_model_arguments(parser.add_argument_group("models"))
     args = parser.parse_args(["--judge", str(tmp_path / "j"), "--verifier", "judge", "--embedder", "e"])
-    every = profile_overrides(args)
+    choice = ModelChoice.from_args(args)
+    every = choice.overrides()
     assert every["judge_path"] == str(tmp_path / "j") and every["embedder_path"] == "e"
     assert every["verifier"] == "judge" and every["hhem_path"] is None
     # a metric that only verifies claims still gets the judge flags (a judge may be the verifier),
     # never the embedder's: retrieval's own --embedder is not a role's
-    assert set(profile_overrides(args, {"verifier"})) == {
+    assert set(choice.overrides({"verifier"})) == {
         "judge_path", "judge_backend", "judge_model", "verifier", "hhem_path", "hhem_tokenizer_path"}
-    profile, roles = resolve_profile("cpu", tmp_path, {"verifier"}, profile_overrides(args, {"verifier"}))
+    profile, roles = resolve_profile("cpu", tmp_path, {"verifier"}, choice.overrides({"verifier"}))
     assert roles == {"judge"} and profile.verifier_is_judge
     assert profile.judge.path == tmp_path / "j"
 

@@ -6,10 +6,9 @@ import json
 
 import pytest
 
-from offline_eval.metrics.settings import EvalSettings
 from offline_eval.retrieval.answering import format_answer_table, run_end_to_end
 from offline_eval.runtime.scripted import ScriptedJudge
-from tests.helpers import claims_rule, models
+from tests.helpers import claims_rule, models, run_of
 
 
 def test_answers_are_generated_per_configuration_and_scored(tmp_path):
@@ -33,8 +32,8 @@ def test_answers_are_generated_per_configuration_and_scored(tmp_path):
         "options": [{"match": "[1] Paris", "probs": {"Yes": 0.9, "No": 0.1}}],
         "default_probs": {"Yes": 0.2, "No": 0.8}})
     # Ragas' claims and thresholded shares over all chunks at once, so the script's rules decide every verdict.
-    settings = EvalSettings(claims="llm", verdict_score="threshold", context_window=0)
-    table = run_end_to_end(answer_dir, tmp_path, models(judge), settings, metric_names=["faithfulness"])
+    run = run_of(models(judge), ["faithfulness"], claims="llm", verdict_score="threshold", context_window=0)
+    table = run_end_to_end(answer_dir, tmp_path, run)
     by_config = {t["config"]: t for t in table}
     assert by_config["good_cs128_k2"]["faithfulness"] == pytest.approx(1.0)
     assert by_config["bad_cs128_k2"]["faithfulness"] is None  # "cannot answer" has no claims: unscored

@@ -1,7 +1,7 @@
 """Score a human-labelled dataset with one metric and measure agreement with the labels.
 
     labelled, excluded = read_labels(samples, "begin_label", positive=["Fully attributable"])
-    setup = build_setup("faithfulness", profile="starter", judge=folder, verdicts="options")
+    setup = build_setup("faithfulness", ModelChoice(profile="starter", judge=folder), verdicts="options")
     scores = score_samples([s for s, _ in labelled], setup, "runs/agreement", cache=cache)
     report = agreement_report(labelled, scores, protocol="pointwise")
 
@@ -10,10 +10,10 @@ Unscored samples are counted by reason and left out, never counted as 0.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import sys
 from collections import Counter
-from dataclasses import dataclass, field
 from itertools import combinations
 from pathlib import Path
 from typing import Any, Sequence
@@ -21,10 +21,9 @@ from typing import Any, Sequence
 from offline_eval.agreement import agreement_pairwise, agreement_pointwise
 from offline_eval.data.schema import DataError, Sample
 from offline_eval.engine.cache import ResultCache
-from offline_eval.engine.models import ModelSet
 from offline_eval.metrics import metric_classes
 from offline_eval.metrics.base import Metric
-from offline_eval.metrics.settings import EvalSettings
+from offline_eval.run.config import ModelChoice, Models, Run, RunConfig, build_run
 from offline_eval.stats import DEFAULT_RESAMPLES, DEFAULT_SEED
 
 DROP = "drop"
@@ -94,66 +93,39 @@ def read_labels(samples: Sequence[Sample], label_field: str, *, positive: Sequen
     return kept, excluded
 
 
-# --- models ---------------------------------------------------------------------------------------
-@dataclass
-class Setup:
-    """What scoring needs: the metric, the configured (not yet loaded) models and the settings."""
-
-    metric: Metric
-    models: ModelSet
-    settings: EvalSettings
-    profile: Any
-    info: dict[str, Any] = field(default_factory=dict)
-
-
-def build_setup(metric: str | Metric, *, profile: str | None = None, models_dir: Path | None = None,
-                judge: str | None = None, judge_backend: str | None = None, judge_model: str | None = None,
-                verifier: str | None = None, hhem: str | None = None, hhem_tokenizer: str | None = None,
-                embedder: str | None = None, device: str | None = None, batch_size: int | None = None,
-                judge_batch_size: int | None = None, verdicts: str | None = None,
-                max_tokens: int | None = None, language: str | None = None,
-                models: ModelSet | None = None, verify: bool = True) -> Setup:
-    """The profile/model/settings wiring of ``offline-eval run``, for a single metric.
-
-    ``models``: reuse an already built ModelSet (so a benchmark loads each judge once). Raises
-    RuntimeError listing the missing model folders.
-    """
-    from offline_eval.runtime.loading import check_provisioned, model_set_from_profile, resolve_profile
-
-    chosen = resolve_metric(metric) if isinstance(metric, str) else metric
-    prof, roles = resolve_profile(profile, models_dir, set(chosen.roles), dict(
-        judge_path=judge, judge_backend=judge_backend, verifier=verifier, embedder_path=embedder,
-        hhem_path=hhem, hhem_tokenizer_path=hhem_tokenizer, judge_model=judge_model))
-    uses_hhem = not prof.verifier_is_judge
-    if models is None:
-        problems = check_provisioned(prof, roles)
-        if problems:
-            raise RuntimeError("; ".join(problems))
-        models = model_set_from_profile(prof, device=device, batch_size=batch_size,
-                                        judge_batch_size=judge_batch_size, roles=roles, verify=verify)
-    settings = EvalSettings.from_options(verifier="hhem" if uses_hhem else "judge", verdicts=verdicts or None,
-                                         max_tokens=max_tokens or None, language=language or None)
-    info = {"profile": prof.name, "starter": prof.starter, "metric": chosen.name,
-            "verifier": settings.verifier, "verdicts": settings.verdicts, "max_tokens": settings.max_tokens,
-            "device": device or "cpu", "batch_size": batch_size,
-            "models": {role: models.identity(role) for role in sorted(roles) if models.has(role)}}
-    return Setup(chosen, models, settings, prof, info)
+# --- models -----------------------------------------------------------------------------------------
+def build_setup(metric: str | Metric, choice: ModelChoice | None = None, *, models: Models | None = None,
+                **settings: Any) -> Run:
+    """The run of one metric as ``offline-eval run`` builds it: ``choice`` the model flags, ``settings``
+    the judging settings by name; ``models`` reuses models configured earlier (so a benchmark loads each
+    judge once). Calibrations are not applied: agreement is measured on the metric's own values.
+    Raises :class:`~offline_eval.run.config.ModelsMissing` listing the missing model folders."""
+    config = RunConfig(metrics=[metric], models=choice or ModelChoice(), settings=settings, calibrate=False)
+    return build_run(config, models=models)
 
 
-def score_samples(samples: Sequence[Sample], setup: Setup, output_dir: str | Path, *,
+def setup_info(setup: Run) -> dict[str, Any]:
+    """What an agreement report records of the run that scored it."""
+    settings = setup.settings
+    return {**setup.info, "metric": setup.metrics[0].name, "verifier": settings.verifier,
+            "verdicts": settings.verdicts, "max_tokens": settings.max_tokens,
+            "models": setup.models.models.identities()}
+
+
+def score_samples(samples: Sequence[Sample], setup: Run, output_dir: str | Path, *,
                   cache: ResultCache | None = None, progress: Any = None,
                   overwrite: bool = False) -> dict[str, dict[str, Any]]:
-    """Score ``samples`` with ``offline_eval.run.runner.evaluate``; ``{sample id: score dict}``.
+    """Score ``samples`` with the run's metric; ``{sample id: score dict}``.
 
     The run folder is resumable like any ``offline-eval run`` folder (and, like one, refuses another
     run's results unless ``overwrite``).
     """
-    from offline_eval.run.runner import evaluate
-
-    result = evaluate(list(samples), [setup.metric], setup.models, setup.settings, output_dir,
-                      cache=cache, progress=progress, run_info={"agreement": True, **setup.info},
-                      overwrite=overwrite)
-    return {row["id"]: row["scores"][setup.metric.name] for row in result.rows()}
+    if overwrite != setup.config.overwrite:
+        setup = dataclasses.replace(setup, config=dataclasses.replace(setup.config, overwrite=overwrite))
+    result = setup.execute(list(samples), output_dir, cache=cache, progress=progress,
+                           run_info={"agreement": True})
+    name = setup.metrics[0].name
+    return {row["id"]: row["scores"][name] for row in result.rows()}
 
 
 # --- agreement report -----------------------------------------------------------------------------
@@ -264,7 +236,7 @@ def format_report(report: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def _score_labelled(args: Any, command: str) -> tuple[Setup, list[tuple[Sample, float]], Counter[str],
+def _score_labelled(args: Any, command: str) -> tuple[Run, list[tuple[Sample, float]], Counter[str],
                                                      dict[str, dict[str, Any]], Path]:
     """What ``agreement`` and ``calibrate`` share: read the labelled data, build the metric's models,
     score every labelled sample (cached and resumable). Returns (setup, labelled, excluded, scores,
@@ -280,19 +252,14 @@ def _score_labelled(args: Any, command: str) -> tuple[Setup, list[tuple[Sample, 
                                      drop=args.drop or ())
     if not labelled:
         raise DataError(f"no sample has a usable label in field '{args.labels}'", source=str(args.dataset))
-    setup = build_setup(args.metric, profile=args.profile, models_dir=args.models_dir, judge=args.judge,
-                        judge_backend=args.judge_backend, judge_model=args.judge_model,
-                        verifier=args.verifier, hhem=args.hhem, hhem_tokenizer=args.hhem_tokenizer,
-                        embedder=args.embedder, device=args.device, batch_size=args.batch_size,
-                        judge_batch_size=args.judge_batch_size, verdicts=args.verdicts,
-                        max_tokens=args.max_tokens, language=args.language,
-                        verify=not getattr(args, "no_verify", False))
-    if setup.profile.starter:
+    config = RunConfig.from_args(args)
+    setup = build_setup(args.metric, config.models, **config.settings)
+    if setup.starter:
         print(f"offline-eval: starter profile: its judge is too small to judge; these {command} numbers "
               "only show that the pipeline runs", file=sys.stderr)
     from offline_eval.run.folder import default_run_folder
 
-    output = args.output or default_run_folder(args.dataset, f"{command}-", f"-{setup.metric.name}")
+    output = args.output or default_run_folder(args.dataset, f"{command}-", f"-{setup.metrics[0].name}")
     cache = open_cache(args)
     try:
         scores = score_samples([s for s, _ in labelled], setup, output, cache=cache,
@@ -313,21 +280,21 @@ def run_from_args(args: Any) -> int:
                               resamples=DEFAULT_RESAMPLES if args.resamples is None else args.resamples,
                               seed=DEFAULT_SEED if args.seed is None else args.seed)
     report = {"dataset": str(args.dataset), "labels": args.labels, "positive": list(args.positive or []),
-              "metric": setup.metric.name, "setup": setup.info, **report}
+              "metric": setup.metrics[0].name, "setup": setup_info(setup), **report}
     Path(output, "agreement.json").write_text(json.dumps(report, indent=2, ensure_ascii=False), encoding="utf-8")
     print(format_report(report))
     print(f"agreement: {Path(output) / 'agreement.json'}", file=sys.stderr)
     return 0
 
 
-def calibration_home(setup: Setup) -> Path | None:
+def calibration_home(setup: Run) -> Path | None:
     """Where a calibration of ``setup``'s metric lives by default: the judge's model folder when the
     metric uses the judge, else the folder of its first model that has one."""
-    roles = [r for r in ("judge", "verifier", "embedder") if r in setup.metric.roles]
-    if "verifier" in roles and setup.profile.verifier_is_judge:
+    roles = [r for r in ("judge", "verifier", "embedder") if r in setup.metrics[0].roles]
+    if "verifier" in roles and setup.models.profile.verifier_is_judge:
         roles = ["judge"] + [r for r in roles if r != "verifier"]
     for role in roles:
-        path = setup.profile.role(role).path
+        path = setup.models.profile.role(role).path
         if path is not None and Path(path).is_dir():
             return Path(path)
     return None
@@ -348,7 +315,7 @@ def calibrate_from_args(args: Any) -> int:
         values.append(float(score["value"]))
         labels.append(label)
     if not values:
-        raise DataError(f"no labelled sample was scored by {setup.metric.name} ({dict(unscored)})",
+        raise DataError(f"no labelled sample was scored by {setup.metrics[0].name} ({dict(unscored)})",
                         source=str(args.dataset))
     target = args.to
     if target is None:
@@ -356,8 +323,8 @@ def calibrate_from_args(args: Any) -> int:
         if home is None:
             raise ValueError("the metric's models have no local folder to keep a calibration in; name a file with --to")
         target = home / CALIBRATION_FILE
-    models = {role: setup.models.identity(role) for role in sorted(setup.metric.roles) if setup.models.has(role)}
-    calibration = fit_calibration(setup.metric.name, models, setup.settings, values, labels, folds=args.folds,
+    models = {role: setup.models.models.identity(role) for role in sorted(setup.metrics[0].roles) if setup.models.models.has(role)}
+    calibration = fit_calibration(setup.metrics[0].name, models, setup.settings, values, labels, folds=args.folds,
                                   source={"dataset": str(args.dataset), "labels": args.labels,
                                           "positive": list(args.positive or []), "unscored": dict(unscored),
                                           "excluded": dict(excluded)})
@@ -367,7 +334,7 @@ def calibrate_from_args(args: Any) -> int:
         raise ValueError(f"cannot write the calibration to {target} ({exc.strerror}); name a writable file with --to") from None
     q = calibration.quality
     cv = q.get("balanced_accuracy_cross_validated")
-    print(f"{setup.metric.name}: threshold {calibration.threshold:.4f} on {calibration.n} samples "
+    print(f"{setup.metrics[0].name}: threshold {calibration.threshold:.4f} on {calibration.n} samples "
           f"({calibration.n_positive} positive); balanced accuracy {q['balanced_accuracy_in_sample']:.3f} "
           f"in sample, {'-' if cv is None else f'{cv:.3f}'} cross-validated ({args.folds} folds), "
           f"{q['balanced_accuracy_at_0_5']:.3f} at 0.5; ROC AUC {q['roc_auc']:.3f}")

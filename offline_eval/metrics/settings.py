@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field, fields
-from typing import Any
+from typing import Any, ClassVar
 
 from offline_eval.data.schema import Sample
 from offline_eval.text import detect_language
@@ -43,21 +43,30 @@ class EvalSettings:
     rubrics: dict[str, dict[int, str]] | None = None  # user rubrics; None: the defaults
     keypoint_max: int = 14
 
+    # option name -> field, where the flag's name is shorter (--weights)
+    ALIASES: ClassVar[dict[str, str]] = {"weights": "aggregate_weights"}
+
+    @classmethod
+    def option_names(cls) -> list[str]:
+        """The names a flag, a TOML key or an API keyword gives a setting by (``verifier`` is chosen by
+        the profile, not set)."""
+        return sorted(({f.name for f in fields(cls)} - {"verifier"} - set(cls.ALIASES.values()))
+                      | set(cls.ALIASES))
+
     @classmethod
     def from_options(cls, verifier: str = "judge", **options: Any) -> "EvalSettings":
-        """Settings from keyword options named like the fields (``None`` keeps a default), as the CLI's
-        flags and the Python API's keywords give them; ``weights`` is ``aggregate_weights``. An unknown
-        name raises TypeError listing the known ones."""
+        """Settings from options named as :meth:`option_names` (``None`` keeps a default), as the CLI's
+        flags and the Python API's keywords give them. An unknown name raises TypeError listing the
+        known ones."""
         names = {f.name for f in fields(cls)} - {"verifier"}
-        aliases = {"weights": "aggregate_weights"}
         settings = cls(verifier=verifier)
-        unknown = sorted(k for k in options if aliases.get(k, k) not in names)
+        unknown = sorted(k for k in options if cls.ALIASES.get(k, k) not in names)
         if unknown:
-            raise TypeError(f"unknown option(s) {', '.join(unknown)}; known: {', '.join(sorted(names | set(aliases)))}")
+            raise TypeError(f"unknown option(s) {', '.join(unknown)}; known: {', '.join(cls.option_names())}")
         for key, value in options.items():
             if value is None:
                 continue
-            key = aliases.get(key, key)
+            key = cls.ALIASES.get(key, key)
             if key == "answer_correctness_weights":
                 value = tuple(value)
             elif key == "aggregate_weights":

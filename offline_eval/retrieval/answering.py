@@ -21,10 +21,9 @@ from offline_eval.engine.cache import ResultCache
 from offline_eval.engine.executor import Engine, Task
 from offline_eval.engine.models import ModelSet
 from offline_eval.engine.requests import Generate, Sampling
-from offline_eval.run.runner import evaluate
-from offline_eval.metrics import metric_classes
 from offline_eval.metrics.judging import number_chunks
 from offline_eval.metrics.settings import EvalSettings
+from offline_eval.run.config import Run
 from offline_eval.prompts.base import Prompt
 
 DEFAULT_ANSWER_METRICS = ("completeness", "hallucination", "faithfulness")
@@ -71,23 +70,19 @@ def load_answer_datasets(folder: Path, limit: int | None = None) -> list[Sample]
     return samples
 
 
-def run_end_to_end(answer_dir: Path, output: Path, models: ModelSet, settings: EvalSettings, *,
-                   metric_names: Sequence[str] = DEFAULT_ANSWER_METRICS, cache: ResultCache | None = None,
+def run_end_to_end(answer_dir: Path, output: Path, run: Run, *, cache: ResultCache | None = None,
                    limit: int | None = None, progress: Any = None) -> list[dict[str, Any]]:
-    """Answer, score and tabulate; writes ``answer_results.{csv,json}`` in ``output``."""
-    available = metric_classes()
-    names = [n for n in metric_names if n in available]
-    if not names:
-        raise ValueError(f"none of the metrics {', '.join(metric_names)} is available")
+    """Answer with ``run``'s judge, score with its metrics and tabulate; writes
+    ``answer_results.{csv,json}`` in ``output``."""
     samples = load_answer_datasets(answer_dir, limit)
     if not samples:
         raise ValueError(f"no answer datasets in {answer_dir}")
-    answered = generate_answers(samples, models, settings, cache=cache, progress=progress)
-    run = evaluate(answered, [available[n]() for n in names], models, settings, output / "answer_eval",
-                   cache=cache, progress=progress, run_info={"dataset": str(answer_dir), "end_to_end": True},
-                   overwrite=True)  # part of this benchmark's output: an earlier one is kept in earlier/
+    names = [m.name for m in run.metrics]
+    answered = generate_answers(samples, run.models.models, run.settings, cache=cache, progress=progress)
+    scored = run.execute(answered, output / "answer_eval", cache=cache, progress=progress,
+                         run_info={"dataset": str(answer_dir), "end_to_end": True})
     grouped: dict[str, list[dict[str, Any]]] = defaultdict(list)
-    for row in run.results:
+    for row in scored.results:
         grouped[row["sample"]["config"]].append(row)
     table = []
     for config, rows in sorted(grouped.items()):

@@ -8,6 +8,7 @@ imported when the command runs. ``register(subparsers)`` is called by the main C
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import sys
 from pathlib import Path
 from typing import Any, Sequence
@@ -168,21 +169,19 @@ def run(args: argparse.Namespace) -> int:
 
 def _end_to_end(args: argparse.Namespace) -> int:
     """Answer with the judge from every retriever's chunks and score the answers."""
-    from offline_eval.cli_models import apply_threads, load_models, open_cache
-    from offline_eval.metrics.settings import EvalSettings
+    from offline_eval.cli_models import apply_threads, open_cache
     from offline_eval.retrieval.answering import format_answer_table, run_end_to_end
+    from offline_eval.run.config import RunConfig, build_run
 
     apply_threads(args)
-    loaded = load_models(args, {"judge", "verifier"}, command="offline-eval retrieval", batch_size=None)
-    if loaded is None:
-        return 2
-    profile, _, models = loaded
-    settings = EvalSettings(verifier="judge" if profile.verifier_is_judge else "hhem",
-                            max_tokens=args.max_tokens)
     names = [n.strip() for n in args.answer_metrics.split(",") if n.strip()]
+    config = RunConfig.from_args(args)
+    # --embedder and --batch-size are the retrievers': the answers are scored with the profile's models;
+    # the scores are part of this benchmark's output (an earlier one is kept in earlier/)
+    run = build_run(dataclasses.replace(config, metrics=names, overwrite=True,
+                                        models=dataclasses.replace(config.models, embedder=None, batch_size=None)))
     with open_cache(args) as cache:
-        table = run_end_to_end(args.output / "answer", args.output, models, settings, metric_names=names,
-                               cache=cache, limit=args.answer_limit)
+        table = run_end_to_end(args.output / "answer", args.output, run, cache=cache, limit=args.answer_limit)
     print()
     print(format_answer_table(table, [n for n in names if n in table[0]]))
     print(f"answer results: {args.output / 'answer_results.csv'}")

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from offline_eval.cli_models import (
-    add_cache_arguments, add_model_arguments, apply_threads, load_models, open_cache, positive_int,
+    add_cache_arguments, add_model_arguments, apply_threads, open_cache, positive_int,
 )
 from offline_eval.testset import QUESTION_TYPES
 
@@ -113,6 +113,7 @@ def _stage_bar(description: str, total: int) -> Any:
 def cmd_generate(args: argparse.Namespace) -> int:
     from offline_eval.engine.executor import Engine
     from offline_eval.retrieval.corpus import load_corpus
+    from offline_eval.run.config import ModelChoice, configure_models
     from offline_eval.testset.pipeline import GenerateOptions, generate_testset, source_docs
 
     apply_threads(args)
@@ -124,10 +125,8 @@ def cmd_generate(args: argparse.Namespace) -> int:
         print("offline-eval generate: no documents to generate from", file=sys.stderr)
         return 2
 
-    loaded = load_models(args, {"judge"}, command="offline-eval", batch_size=args.batch_size)
-    if loaded is None:
-        return 2
-    profile, _, models = loaded
+    chosen = configure_models(ModelChoice.from_args(args), {"judge"})
+    profile, models = chosen.profile, chosen.models
     cache = open_cache(args)
     if profile.starter:
         print("offline-eval: starter profile: the test set only shows that the pipeline runs; use the cpu "

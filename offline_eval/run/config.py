@@ -1,0 +1,294 @@
+"""One run's configuration, and the run built from it: every command that scores samples comes here.
+
+    config = RunConfig.from_args(args)                     # `offline-eval run` (a --config TOML is merged
+                                                           # into the flags first), agreement, retrieval --answer
+    config = RunConfig(metrics=["faithfulness"], models=ModelChoice(profile="cpu"),
+                       settings={"verdicts": "generate"})  # the Python API
+    run = build_run(config)        # metrics, gates, device, models (configured, not loaded), settings, calibrations
+    output = run.execute(samples, "runs/today", cache=cache)   # in this process, or sharded over Ray
+
+A flag, a TOML key and an API keyword of the same setting share one name: the model flags are the
+fields of :class:`ModelChoice`, the judging settings the fields of
+:class:`~offline_eval.metrics.settings.EvalSettings`. Everything that can be wrong with a run (an
+unknown metric, a gate on a metric not in the run, a missing CUDA device, a model folder not there) is
+raised by :func:`build_run`, before any model loads.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import tomllib
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+from typing import Any, Callable, Iterable, Mapping
+
+from offline_eval.calibration import Calibration, read_calibrations
+from offline_eval.data.schema import Sample
+from offline_eval.engine.cache import ResultCache
+from offline_eval.engine.executor import ProgressFactory
+from offline_eval.engine.models import ModelSet
+from offline_eval.metrics import AGGREGATE, load_plugins, resolve_metrics
+from offline_eval.metrics.base import Metric
+from offline_eval.metrics.settings import EvalSettings
+from offline_eval.run.folder import RunOutput
+
+STARTER_NOTE = ("starter profile: these scores only show that the pipeline runs; "
+                "use the cpu or gpu profile for real evaluations")
+
+
+class ModelsMissing(RuntimeError):
+    """Model folders a run needs are not there: one line per folder in ``problems``, each with its fix."""
+
+    def __init__(self, problems: list[str]) -> None:
+        super().__init__("; ".join(problems))
+        self.problems = problems
+
+
+@dataclass
+class ModelChoice:
+    """Which models a run uses: a profile (gpu, cpu, starter, a manifest path; None: $OFFLINE_EVAL_PROFILE,
+    else the first provisioned) and what the command line or the caller changes in it. Field names are
+    the flags' (``--judge-backend`` is ``judge_backend``) and the API's keywords."""
+
+    profile: str | None = None
+    models_dir: Path | None = None
+    judge: str | None = None  # a folder, or a base URL with judge_backend "openai"
+    judge_backend: str | None = None
+    judge_model: str | None = None  # the served model name for judge_backend "openai"
+    verifier: str | None = None  # "hhem" or "judge"
+    hhem: str | None = None
+    hhem_tokenizer: str | None = None
+    embedder: str | None = None
+    device: str | None = None
+    batch_size: int | None = None
+    judge_batch_size: int | None = None
+    verify: bool = True  # check model files against their manifests' sha256s before loading
+
+    # field -> (Profile.with_overrides keyword, the role it configures; None: it decides who verifies)
+    _OVERRIDES = {"judge": ("judge_path", "judge"), "judge_backend": ("judge_backend", "judge"),
+                  "judge_model": ("judge_model", "judge"), "verifier": ("verifier", None),
+                  "hhem": ("hhem_path", "verifier"), "hhem_tokenizer": ("hhem_tokenizer_path", "verifier"),
+                  "embedder": ("embedder_path", "embedder")}
+
+    @classmethod
+    def from_args(cls, args: Any) -> "ModelChoice":
+        """From a command's parsed flags; a command without some of the flags leaves those unset."""
+        values = {f.name: getattr(args, f.name) for f in fields(cls) if f.name != "verify" and hasattr(args, f.name)}
+        return cls(**values, verify=not getattr(args, "no_verify", False))
+
+    def overrides(self, roles: Iterable[str] | None = None) -> dict[str, Any]:
+        """The choices as :meth:`Profile.with_overrides` keywords; with ``roles``, only those for these
+        roles (a judge verifies when the profile has no verifier, so the verifier's role brings the
+        judge's choices along)."""
+        wanted = None if roles is None else set(roles) | ({"judge"} if "verifier" in roles else set())
+        return {keyword: getattr(self, name) for name, (keyword, role) in self._OVERRIDES.items()
+                if wanted is None or role is None or role in wanted}
+
+
+@dataclass
+class Models:
+    """A profile's models for the roles asked for, configured (identities computed, files verified) and
+    loaded on first use; reusable across runs."""
+
+    profile: Any  # offline_eval.runtime.profiles.Profile
+    models: ModelSet
+    roles: set[str]
+
+
+def configure_models(choice: ModelChoice, roles: Iterable[str]) -> Models:
+    """The models of ``choice`` for ``roles``; :class:`ModelsMissing` when a folder is not there.
+    Nothing is loaded here."""
+    from offline_eval.runtime.loading import check_provisioned, model_set_from_profile, resolve_profile
+
+    roles = set(roles)
+    profile, needed = resolve_profile(choice.profile, Path(choice.models_dir) if choice.models_dir else None,
+                                      roles, choice.overrides(roles))
+    problems = check_provisioned(profile, needed)
+    if problems:
+        raise ModelsMissing(problems)
+    models = model_set_from_profile(profile, device=choice.device, batch_size=choice.batch_size,
+                                    judge_batch_size=choice.judge_batch_size, roles=needed, verify=choice.verify)
+    return Models(profile, models, needed)
+
+
+@dataclass
+class RayOptions:
+    """``--engine ray``: shard the dataset over model replicas on a Ray cluster."""
+
+    address: str | None = None  # auto or HOST:PORT; None: $RAY_ADDRESS, else a private local cluster
+    replicas: int = 2
+    gpus_per_replica: float = 0
+    node_cache: str | None = None
+
+
+@dataclass
+class RunConfig:
+    """Everything that decides a run, however it was given."""
+
+    metrics: list[str | Metric] | None = None  # names or instances; None: the default five; "aggregate" adds one
+    plugins: list[str] = field(default_factory=list)  # modules or .py files whose metrics register themselves
+    models: ModelChoice = field(default_factory=ModelChoice)
+    settings: dict[str, Any] = field(default_factory=dict)  # EvalSettings options by name; None keeps a default
+    calibration_files: list[Path] = field(default_factory=list)  # besides those in the model folders
+    calibrate: bool = True  # apply calibrations that fit the run's metric, models and settings
+    fail_under: Mapping[str, float] = field(default_factory=dict)  # metric -> the mean it must reach
+    window: int | None = None  # rows scored together (None: the runner's default)
+    per_row: bool = False  # one sample at a time, as the reference tools do (benchmarks)
+    overwrite: bool = False  # move another run's results into earlier/ instead of refusing the folder
+    ray: RayOptions | None = None  # None: in this process
+
+    @classmethod
+    def from_args(cls, args: Any) -> "RunConfig":
+        """From a command's parsed flags (``run``, ``agreement``, ``retrieval --answer``): each reads the
+        flags it has."""
+        settings = {name: getattr(args, name) for name in EvalSettings.option_names() if hasattr(args, name)}
+        if getattr(args, "rubrics", None):
+            settings["rubrics"] = read_rubrics(Path(args.rubrics))
+        fail_under = getattr(args, "fail_under", None)
+        if isinstance(fail_under, str):
+            from offline_eval.report.gating import parse_thresholds
+
+            fail_under = parse_thresholds(fail_under)
+        ray = None
+        if getattr(args, "engine", None) == "ray":
+            ray = RayOptions(address=args.ray_address, replicas=args.replicas or 2,
+                             gpus_per_replica=args.gpus_per_replica or 0, node_cache=args.ray_node_cache)
+        metrics = getattr(args, "metrics", None)
+        return cls(metrics=[metrics] if isinstance(metrics, str) else metrics,
+                   plugins=list(getattr(args, "plugin", None) or []), models=ModelChoice.from_args(args),
+                   settings=settings, calibration_files=[Path(p) for p in getattr(args, "calibration", None) or []],
+                   calibrate=not getattr(args, "no_calibration", False), fail_under=fail_under or {},
+                   window=getattr(args, "window", None), per_row=getattr(args, "per_row", False),
+                   overwrite=getattr(args, "overwrite", False), ray=ray)
+
+
+def read_rubrics(path: Path) -> dict[int, str] | dict[str, dict[int, str]]:
+    """``--rubrics FILE``: TOML or JSON, ``{reference_free|with_reference: {1..5: text}}``."""
+    text = path.read_text(encoding="utf-8")
+    data = tomllib.loads(text) if path.suffix == ".toml" else json.loads(text)
+    return {kind: {int(k): str(v) for k, v in table.items()} for kind, table in data.items()}
+
+
+@dataclass
+class Run:
+    """A run ready to execute: what :func:`build_run` resolved from a :class:`RunConfig`."""
+
+    config: RunConfig
+    metrics: list[Metric]
+    aggregate: bool
+    models: Models
+    settings: EvalSettings
+    calibrations: list[Calibration]
+    info: dict[str, Any]  # recorded in run.json
+
+    @property
+    def starter(self) -> bool:
+        return bool(self.info.get("starter"))
+
+    @property
+    def metric_names(self) -> list[str]:
+        return [m.name for m in self.metrics] + ([AGGREGATE] if self.aggregate else [])
+
+    def execute(self, samples: list[Sample], output: str | Path, *, cache: ResultCache | None = None,
+                progress: ProgressFactory | None = None, run_info: Mapping[str, Any] | None = None,
+                on_sample: Callable[[dict[str, Any]], None] | None = None,
+                on_close: Callable[[RunOutput], None] | None = None) -> RunOutput:
+        """Score ``samples`` into the run folder ``output`` (resumed when it holds this run already), in
+        this process (:func:`offline_eval.run.runner.evaluate`) or on Ray
+        (:func:`offline_eval.run.ray_engine.run_with_ray`). ``run_info`` adds to what run.json records."""
+        info = {**self.info, **(run_info or {})}
+        shared = dict(cache=cache, aggregate=self.aggregate, per_row=self.config.per_row, progress=progress,
+                      run_info=info, on_sample=on_sample, calibrations=self.calibrations,
+                      overwrite=self.config.overwrite)
+        if self.config.ray is None:
+            from offline_eval.run.runner import DEFAULT_WINDOW, evaluate
+
+            return evaluate(samples, self.metrics, self.models.models, self.settings, output, on_close=on_close,
+                            window=self.config.window or DEFAULT_WINDOW, **shared)
+        from offline_eval.run.ray_engine import ModelSpec, run_with_ray
+
+        choice, ray = self.config.models, self.config.ray
+        spec = ModelSpec.create(choice.profile or self.models.profile.name, choice.models_dir,
+                                roles=self.models.roles, device=choice.device, batch_size=choice.batch_size,
+                                judge_batch_size=choice.judge_batch_size, overrides=choice.overrides(),
+                                verify=choice.verify)
+        result = run_with_ray(samples, self.metrics, self.settings, spec, output, address=ray.address,
+                              replicas=ray.replicas, gpus_per_replica=ray.gpus_per_replica,
+                              node_cache=ray.node_cache, **shared)
+        if on_close:
+            on_close(result)
+        return result
+
+
+def build_run(config: RunConfig, *, models: Models | None = None) -> Run:
+    """Resolve ``config`` into a :class:`Run`; ``models`` (from :func:`configure_models`) reuses models
+    configured earlier instead of the choice in ``config.models``. Raises, before any model loads, on
+    an unknown metric or plugin, a gate on a metric not in the run, a device this machine lacks
+    (ValueError) and a missing model folder (:class:`ModelsMissing`)."""
+    load_plugins(config.plugins)
+    metrics, aggregate = resolve_metrics(config.metrics)
+    names = [m.name for m in metrics] + ([AGGREGATE] if aggregate else [])
+    unknown = sorted(set(config.fail_under) - set(names))
+    if unknown:
+        raise ValueError(f"--fail-under names {', '.join(unknown)}, not among this run's metrics "
+                         f"({', '.join(names)})")
+    check_device(config.models.device)
+    if models is None:
+        models = configure_models(config.models, {r for m in metrics for r in m.roles})
+    profile = models.profile
+    settings = EvalSettings.from_options(verifier="judge" if profile.verifier_is_judge else "hhem",
+                                         **config.settings)
+    # a run of model-free metrics involves none of the profile's models: it is no starter run
+    starter = profile.starter and any(m.roles for m in metrics)
+    info: dict[str, Any] = {"profile": profile.name, "starter": starter, "device": config.models.device or "cpu",
+                            "batch_size": config.models.batch_size, "per_row": config.per_row,
+                            "models_verified": config.models.verify}
+    if starter:
+        info["note"] = STARTER_NOTE
+    return Run(config, metrics, aggregate, models, settings, _calibrations(config, models), info)
+
+
+def _calibrations(config: RunConfig, models: Models) -> list[Calibration]:
+    """What the run may apply: the calibration files in the model folders of its roles and those given.
+    Each applies only to the metric, models and settings it was fitted for."""
+    if not config.calibrate:
+        return []
+    for path in config.calibration_files:
+        if not path.exists():
+            raise ValueError(f"--calibration {path}: no such file")
+    files = list(config.calibration_files) + calibration_files(models.profile, models.roles)
+    return [c for path in dict.fromkeys(files) for c in read_calibrations(path)]
+
+
+def calibration_files(profile: Any, roles: set[str]) -> list[Path]:
+    """The calibration files kept in the model folders of ``roles`` (the judge's when it verifies)."""
+    from offline_eval.calibration import CALIBRATION_FILE
+
+    found = []
+    for role in sorted(set(roles) | ({"judge"} if "verifier" in roles else set())):
+        folder = profile.role(role).path
+        if folder is not None and Path(folder, CALIBRATION_FILE).exists():
+            found.append(Path(folder, CALIBRATION_FILE))
+    return found
+
+
+def check_device(device: str | None) -> None:
+    """A ``--device`` this machine lacks is a one-line error before any model loads."""
+    if not device or not device.startswith("cuda"):
+        return
+    import torch
+
+    if not torch.cuda.is_available():
+        built = "a CPU-only build" if torch.version.cuda is None else f"built for CUDA {torch.version.cuda}"
+        raise ValueError(f"--device {device}: no CUDA device here (torch {torch.__version__}, {built}); "
+                         "use --device cpu")
+    index = device.partition(":")[2]
+    if index and (not index.isdigit() or int(index) >= torch.cuda.device_count()):
+        raise ValueError(f"--device {device}: this machine has {torch.cuda.device_count()} CUDA device(s)")
+
+
+def replace_settings(config: RunConfig, **settings: Any) -> RunConfig:
+    """``config`` with some settings changed (None keeps what it has)."""
+    return dataclasses.replace(config, settings={**config.settings,
+                                                 **{k: v for k, v in settings.items() if v is not None}})
