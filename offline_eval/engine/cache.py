@@ -253,48 +253,37 @@ class ResultCache:
             return False, None
 
     def lookup(self, keys: Iterable[str]) -> dict[str, tuple[str, Any]]:
-        """key -> (kind, value) of every valid stored answer among ``keys``; damaged ones are dropped."""
+        """key -> (kind, value) of every valid stored answer among ``keys``: this process's journal
+        first, then ``results``; damaged records are dropped (and recomputed by the caller)."""
         keys = list(keys)
         found: dict[str, tuple[str, Any]] = {}
         with self._lock:
             if self._index:
-                self._lookup_journal(keys, found)
-            rest = [k for k in keys if k not in found] if found else keys
-            bad: list[str] = []
-            for start in range(0, len(rest), _CHUNK):
-                chunk = rest[start:start + _CHUNK]
-                for key, kind, raw, stored in self._query(
-                        f"SELECT key, kind, CAST(value AS BLOB), sum FROM results "
-                        f"WHERE key IN ({','.join('?' * len(chunk))})", chunk):
-                    valid, value = self._decode(key, raw, stored)
-                    if valid:
-                        found[key] = (kind, value)
-                    else:
-                        bad.append(key)
-            if bad:
-                self._delete("results", "key", bad)
-                self._note_repaired(len(bad))
+                rowids = self._index.find([_key_prefix(k) for k in keys])
+                self._read(self._journal, "rowid", {int(r): k for k, r in zip(keys, rowids) if r >= 0}, found)
+            self._read("results", "key", {k: k for k in keys if k not in found}, found)
         return found
 
-    def _lookup_journal(self, keys: list[str], found: dict[str, tuple[str, Any]]) -> None:
-        rowids = self._index.find([_key_prefix(k) for k in keys])
-        wanted = {int(rowid): key for key, rowid in zip(keys, rowids) if rowid >= 0}
-        ids = list(wanted)
-        bad: list[int] = []
-        for start in range(0, len(ids), _CHUNK):
-            chunk = ids[start:start + _CHUNK]
-            for rowid, key, kind, raw, stored in self._query(
-                    f"SELECT rowid, key, kind, CAST(value AS BLOB), sum FROM {self._journal} "
-                    f"WHERE rowid IN ({','.join('?' * len(chunk))})", chunk):
-                if key != wanted[rowid]:  # another key with the same prefix
+    def _read(self, table: str, column: str, wanted: dict[Any, str], found: dict[str, tuple[str, Any]]) -> None:
+        """Put the valid records of ``table`` whose ``column`` is among ``wanted`` (its value -> the key
+        asked for) in ``found``; delete and count the damaged ones. A journal row whose key is not the one
+        asked for (two keys share an index prefix) is passed over."""
+        values = list(wanted)
+        bad: list[Any] = []
+        for start in range(0, len(values), _CHUNK):
+            chunk = values[start:start + _CHUNK]
+            for ident, key, kind, raw, stored in self._query(
+                    f"SELECT {column}, key, kind, CAST(value AS BLOB), sum FROM {table} "
+                    f"WHERE {column} IN ({','.join('?' * len(chunk))})", chunk):
+                if key != wanted[ident]:
                     continue
                 valid, value = self._decode(key, raw, stored)
                 if valid:
                     found[key] = (kind, value)
                 else:
-                    bad.append(rowid)
+                    bad.append(ident)
         if bad:
-            self._delete(self._journal, "rowid", bad)
+            self._delete(table, column, bad)
             self._note_repaired(len(bad))
 
     def _note_repaired(self, count: int) -> None:
