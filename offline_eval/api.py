@@ -146,7 +146,7 @@ def evaluate(data: Any, metrics: Iterable[Any] | None = None, *, models: Models 
     config = RunConfig(metrics=list(metrics) if metrics is not None else None,
                        models=ModelChoice(profile=profile, judge=judge, embedder=embedder, verifier=verifier,
                                           device=device, batch_size=batch_size),
-                       settings=options, calibrate=calibrations, window=window, overwrite=overwrite)
+                       options=options, calibrate=calibrations, window=window, overwrite=overwrite)
     run = build_run(config, models=models)
     samples = _samples(data, mapping, limit)
     info = {"dataset": str(data) if isinstance(data, (str, Path)) else type(data).__name__, "api": True}

@@ -23,7 +23,7 @@ import os
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Iterable, Sequence
+from typing import Any, Iterable, Mapping, Sequence
 
 import numpy as np
 
@@ -36,13 +36,18 @@ FORMAT = 1
 # The settings that change a metric's value (the others change cost or wording of nothing scored).
 SIGNATURE_FIELDS = ("verifier", "verdicts", "verdict_score", "support_threshold", "claims",
                     "short_answer_sentences", "context_window", "windows_per_claim", "fragment_words",
-                    "baseline_weight", "answer_correctness_weights")
+                    "baseline_weight")
 _EPS = 1e-4
 
 
-def settings_signature(settings: EvalSettings) -> dict[str, Any]:
+def settings_signature(settings: EvalSettings, options: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """What a calibration is fitted for besides its metric and models: the settings that change values,
+    and the metric's own options (``Metric.config()``) when it has any."""
     data = asdict(settings)
-    return {k: (list(data[k]) if isinstance(data[k], tuple) else data[k]) for k in SIGNATURE_FIELDS if k in data}
+    signature = {k: (list(data[k]) if isinstance(data[k], tuple) else data[k]) for k in SIGNATURE_FIELDS if k in data}
+    if options:
+        signature["options"] = dict(options)
+    return signature
 
 
 def _logit(values: np.ndarray) -> np.ndarray:
@@ -143,7 +148,13 @@ class Calibration:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> "Calibration":
-        return cls(metric=data["metric"], models=dict(data["models"]), settings=dict(data["settings"]),
+        settings = dict(data["settings"])
+        # fitted before answer_correctness' weights became its own option: they stood among every
+        # metric's settings
+        weights = settings.pop("answer_correctness_weights", None)
+        if weights is not None and data["metric"] == "answer_correctness":
+            settings.setdefault("options", {"weights": list(weights)})
+        return cls(metric=data["metric"], models=dict(data["models"]), settings=settings,
                    threshold=float(data["threshold"]), platt=(float(data["platt"][0]), float(data["platt"][1])),
                    n=int(data["n"]), n_positive=int(data["n_positive"]), quality=dict(data.get("quality", {})),
                    source=dict(data.get("source", {})))
@@ -151,7 +162,9 @@ class Calibration:
 
 def fit_calibration(metric: str, models: dict[str, str], settings: EvalSettings, values: Sequence[float],
                     labels: Sequence[float], *, source: dict[str, Any] | None = None, folds: int = 5,
-                    seed: int = 0) -> Calibration:
+                    seed: int = 0, options: Mapping[str, Any] | None = None) -> Calibration:
+    """Threshold and Platt scaling of ``metric``'s values against binary ``labels``, for these models,
+    settings and metric ``options``."""
     v, y = np.asarray(values, dtype=float), np.asarray(labels, dtype=float)
     if not np.isin(y, (0.0, 1.0)).all():
         raise ValueError("calibration needs binary labels (name the positive values with --positive)")
@@ -162,7 +175,7 @@ def fit_calibration(metric: str, models: dict[str, str], settings: EvalSettings,
                "balanced_accuracy_cross_validated": cross_validated_accuracy(v, y, folds, seed),
                "balanced_accuracy_at_0_5": balanced_accuracy(v, y, 0.5), "roc_auc": roc_auc(v, y),
                "folds": folds}
-    return Calibration(metric, dict(models), settings_signature(settings), threshold, fit_platt(v, y),
+    return Calibration(metric, dict(models), settings_signature(settings, options), threshold, fit_platt(v, y),
                        int(v.size), int((y == 1).sum()), quality,
                        {**(source or {}), "date": datetime.now(timezone.utc).isoformat(timespec="seconds")})
 
@@ -198,8 +211,9 @@ def write_calibration(path: str | os.PathLike[str], calibration: Calibration) ->
 
 
 def find_calibration(calibrations: Iterable[Calibration], metric: str, models: dict[str, str],
-                     settings: EvalSettings) -> Calibration | None:
-    signature = settings_signature(settings)
+                     settings: EvalSettings, options: Mapping[str, Any] | None = None) -> Calibration | None:
+    """The calibration fitted for exactly this metric, these models, settings and metric options."""
+    signature = settings_signature(settings, options)
     for c in calibrations:
         if c.applies_to(metric, models, signature):
             return c

@@ -13,12 +13,14 @@ underscores); flags given on the command line win.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import importlib
 import logging
 import sys
 import tomllib
+import typing
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from offline_eval import __version__
 from offline_eval.cli_models import (
@@ -44,11 +46,51 @@ def _weights(text: str) -> dict[str, float]:
     return out
 
 
-def _pair(text: str) -> tuple[float, float]:
-    values = [float(x) for x in _csv(text)]
-    if len(values) != 2:
-        raise argparse.ArgumentTypeError("expected two numbers, e.g. 0.75,0.25")
-    return values[0], values[1]
+def _numbers(text: str) -> tuple[float, ...]:
+    try:
+        return tuple(float(x) for x in _csv(text))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected numbers separated by commas, got {text!r}") from None
+
+
+def _option_type(kind: Any, field: Any) -> Callable[[str], Any]:
+    """The argparse type of a metric option from its annotation: whole numbers (>= ``metadata["minimum"]``),
+    numbers, tuples of numbers (comma-separated, as many as the default has), text."""
+    kind = next((k for k in typing.get_args(kind) if k is not type(None)), kind)  # X | None: X
+    if kind is int:
+        return positive_int if field.metadata.get("minimum") == 1 else int
+    if kind is float:
+        return float
+    if typing.get_origin(kind) is tuple:
+        count = len(field.default) if isinstance(field.default, tuple) else None
+
+        def numbers(text: str) -> tuple[float, ...]:
+            values = _numbers(text)
+            if count is not None and len(values) != count:
+                raise argparse.ArgumentTypeError(f"expected {count} numbers, e.g. "
+                                                 f"{','.join(f'{v:g}' for v in field.default)}")
+            return values
+        return numbers
+    return str
+
+
+def add_metric_option_arguments(parser: argparse.ArgumentParser) -> None:
+    """A flag for every option of every metric (``Metric.Options``): ``--<metric>-<field>``, dest
+    ``<metric>_<field>`` (also its TOML key and API keyword); plugins imported before the parser is
+    built (:func:`main`) get theirs too."""
+    from offline_eval.metrics import metric_classes
+    from offline_eval.metrics.base import option_names, option_types
+
+    group = parser.add_argument_group("metric options (each applies when its metric runs)")
+    for name, cls in sorted(metric_classes().items()):
+        types = option_types(cls)
+        for public, field in option_names(cls).items():
+            default = field.default if field.default is not dataclasses.MISSING else None
+            shown = ",".join(f"{v:g}" for v in default) if isinstance(default, tuple) else default
+            group.add_argument(f"--{public.replace('_', '-')}", dest=public,
+                               type=_option_type(types[field.name], field),
+                               metavar=field.metadata.get("metavar", field.name.upper()),
+                               help=f"{name}: {field.metadata.get('help', field.name)} (default {shown})")
 
 
 def add_run_parser(subparsers: Any) -> argparse.ArgumentParser:
@@ -78,10 +120,7 @@ def add_run_parser(subparsers: Any) -> argparse.ArgumentParser:
     what.add_argument("--language", choices=["en", "zh"], help="force the prompt language (default: per sample)")
     what.add_argument("--verdicts", choices=["options", "generate"],
                       help="judge verdicts as P(Yes) from log-probabilities (options) or as JSON with reasons (generate)")
-    what.add_argument("--answer-relevancy-n", type=positive_int, help="questions regenerated per answer (default 3)")
     what.add_argument("--max-tokens", type=positive_int, help="longest judge output, in tokens (default 768)")
-    what.add_argument("--answer-correctness-weights", type=_pair, metavar="F1,SIM",
-                      help="weights of answer_correctness' factual F1 and its embedding similarity (default 0.75,0.25)")
     what.add_argument("--weights", type=_weights, metavar="metric=w,...", help="weights of the aggregate")
     what.add_argument("--rubrics", type=Path, help="TOML/JSON rubrics: {reference_free|with_reference: {1..5: text}}")
     what.add_argument("--verdict-score", choices=["probability", "threshold"],
@@ -130,6 +169,7 @@ def add_run_parser(subparsers: Any) -> argparse.ArgumentParser:
                       help="GPUs per replica (default 0); above 1, the vLLM judge's tensor_parallel_size")
     dist.add_argument("--ray-node-cache", help="per-node cache path on each node, merged into --cache "
                                                "(default: shared file on the driver's node, per-node elsewhere)")
+    add_metric_option_arguments(p)
     p.add_argument("--config", type=Path, help="TOML file with any of these settings")
     p.set_defaults(func=cmd_run)
     return p
@@ -144,10 +184,17 @@ def _merge_config(args: argparse.Namespace, parser: argparse.ArgumentParser) -> 
         raise SystemExit(f"offline-eval: cannot read config {args.config}: {exc}")
     config = config.get("run", config)
     known = {a.dest: a for a in parser._actions}
+    from offline_eval.metrics import load_plugins, metric_options
+
+    plugins = config.get("plugin", [])
+    load_plugins([plugins] if isinstance(plugins, str) else plugins)  # their metrics' options are settings too
     for key, value in config.items():
         dest = key.replace("-", "_")
         if dest == "map":
             dest = "mapping"
+        if dest not in known and dest in metric_options():  # an option of a metric the file's plugin registers
+            setattr(args, dest, getattr(args, dest, None) or value)
+            continue
         if dest not in known:
             raise SystemExit(f"offline-eval: {args.config}: unknown setting '{key}'")
         if getattr(args, dest) in (None, False):
@@ -251,13 +298,32 @@ def _print_summary(summary: dict[str, Any]) -> None:
 
 
 def cmd_metrics(args: argparse.Namespace) -> int:
+    """``offline-eval metrics``: each metric, what it needs and uses, its direction, and its options."""
     from offline_eval.metrics import metric_classes
+    from offline_eval.metrics.base import option_names
+
     for name, cls in sorted(metric_classes().items()):
         needs = ", ".join(cls.requires) or "-"
         roles = ", ".join(sorted(cls.roles)) or "no model"
-        print(f"{name:<30} needs {needs:<45} uses {roles:<28} {cls.description}")
+        direction = "higher is better" if cls.higher_is_better else "lower is better"
+        print(f"{name:<30} needs {needs:<45} uses {roles:<28} {direction:<17} {cls.description}")
+        for public, field in option_names(cls).items():
+            print(f"{'':<32}--{public.replace('_', '-')} ({field.name}, default {field.default!r}): "
+                  f"{field.metadata.get('help', '')}")
     print(f"{'aggregate':<30} weighted harmonic mean of the other chosen metrics (ragas_score)")
     return 0
+
+
+def _plugins_named(argv: list[str]) -> list[str]:
+    """The ``--plugin`` values of a command line, read before the parser is built: a plugin's metrics
+    then have their option flags, in ``run --help`` too, and ``metrics`` lists them."""
+    found = []
+    for i, arg in enumerate(argv):
+        if arg == "--plugin" and i + 1 < len(argv):
+            found.append(argv[i + 1])
+        elif arg.startswith("--plugin="):
+            found.append(arg.partition("=")[2])
+    return found
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -268,7 +334,10 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("-v", "--verbose", action="store_true", help="log what happens")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
     add_run_parser(subparsers)
-    metrics = subparsers.add_parser("metrics", help="list the metrics and what each needs")
+    metrics = subparsers.add_parser("metrics", help="list the metrics: what each needs and uses, its direction "
+                                                    "and its options")
+    metrics.add_argument("--plugin", action="append", metavar="MODULE|FILE.py",
+                         help="list the metrics this module or file registers too; repeatable")
     metrics.set_defaults(func=cmd_metrics)
     for module_name in SUBCOMMAND_MODULES:
         try:
@@ -296,6 +365,14 @@ def _quiet_libraries(verbose: bool, progress: bool) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from offline_eval.metrics import load_plugins
+
+    argv = sys.argv[1:] if argv is None else list(argv)
+    try:
+        load_plugins(_plugins_named(argv))
+    except ValueError as exc:
+        print(f"offline-eval: {exc}", file=sys.stderr)
+        return 2
     parser = build_parser()
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,

@@ -36,9 +36,9 @@ def score(metric: Metric, sample: Sample, model_set: ModelSet, settings: EvalSet
     return as_score(task.result)
 
 
-def run_of(model_set: ModelSet, metrics: list[str], **settings: Any) -> Run:
+def run_of(model_set: ModelSet, metrics: list[str], **options: Any) -> Run:
     """The Run of ``metrics`` on these models (the starter profile's manifest standing in for a profile:
-    the judge verifies), with ``settings`` as the API's keywords."""
+    the judge verifies), with ``options`` as the API's keywords."""
     profile = load_profile("starter")
-    return build_run(RunConfig(metrics=metrics, settings=settings, overwrite=True),
+    return build_run(RunConfig(metrics=metrics, options=options, overwrite=True),
                      models=Models(profile, model_set, {"judge", "verifier", "embedder"}))

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -64,6 +66,8 @@ def test_evaluate_takes_rows_saves_a_run_folder_and_compares(tiny_profile, tmp_p
 
 
 PLUGIN = '''
+from dataclasses import dataclass, field
+
 from offline_eval.metrics import register_metric
 from offline_eval.metrics.base import Metric, Score
 
@@ -75,8 +79,12 @@ class AnswerWords(Metric):
     higher_is_better = False
     description = "words in the answer"
 
+    @dataclass(frozen=True)
+    class Options:
+        longer_than: int = field(default=0, metadata={"help": "count only words longer than this"})
+
     def score(self, sample, ctx):
-        return Score(float(len(sample.answer.split())))
+        return Score(float(sum(len(w) > self.options.longer_than for w in sample.answer.split())))
 '''
 
 
@@ -103,6 +111,30 @@ def test_a_metric_from_a_module_outside_the_package_runs_through_the_cli_and_the
     again = offline_eval.evaluate([{"id": "a", "question": "q", "answer": "two words", "contexts": ["c"]}],
                                   metrics=[instance], cache=False)
     assert again.to_pandas()["answer_words"].tolist() == [2.0]
+    # its options: a flag (shown by --help and `metrics`), a keyword of evaluate(), a key of a --config file
+    capsys.readouterr()
+    assert main(["metrics", "--plugin", str(plugin)]) == 0
+    listing = capsys.readouterr().out
+    assert "lower is better" in listing.split("answer_words", 1)[1].splitlines()[0]
+    assert "--answer-words-longer-than (longer_than, default 0): count only words longer than this" in listing
+    fresh = subprocess.run([sys.executable, "-m", "offline_eval.cli", "run", "--plugin", str(plugin), "--help"],
+                           capture_output=True, text=True, cwd=REPO)  # a process that has not imported it yet
+    assert fresh.returncode == 0 and "--answer-words-longer-than" in fresh.stdout
+    longer = offline_eval.evaluate([{"id": "a", "question": "q", "answer": "a few longer words", "contexts": ["c"]}],
+                                   metrics=["answer_words"], cache=False, answer_words_longer_than=3)
+    assert longer.summary["metrics"]["answer_words"]["mean"] == 2.0
+    flagged = tmp_path / "flagged"
+    assert main(["run", "--dataset", str(EXAMPLES), "--plugin", str(plugin), "--metrics", "answer_words",
+                 "--answer-words-longer-than", "3", "--no-cache", "--quiet", "--no-report",
+                 "--output", str(flagged)]) == 0
+    config = tmp_path / "eval.toml"
+    config.write_text(f"plugin = [{json.dumps(str(plugin))}]\nmetrics = \"answer_words\"\n"
+                      "answer_words_longer_than = 3\nno_cache = true\nquiet = true\nno_report = true\n")
+    assert main(["run", "--dataset", str(EXAMPLES), "--config", str(config), "--output", str(tmp_path / "toml")]) == 0
+    by_flag, by_file = (json.loads((folder / "summary.json").read_text())["metrics"]["answer_words"]["mean"]
+                        for folder in (flagged, tmp_path / "toml"))
+    assert by_flag == by_file < entry["mean"]
+    capsys.readouterr()
     # a plugin that cannot be imported, or that takes a built-in name: one line each
     assert main(["run", "--dataset", str(EXAMPLES), "--plugin", str(tmp_path / "missing.py"), "--no-cache",
                  "--quiet", "--no-report", "--output", str(tmp_path / "x")]) != 0

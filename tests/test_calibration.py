@@ -66,6 +66,27 @@ def test_calibration_file_round_trip_and_matching(tmp_path):
         read_calibrations(path)
 
 
+def test_a_metric_s_options_are_part_of_the_signature_and_older_files_still_match(tmp_path):
+    from offline_eval.metrics.ragas import AnswerCorrectness
+
+    settings, metric = EvalSettings(), AnswerCorrectness()
+    c = fit_calibration(metric.name, {"judge": "j1"}, settings, [0.1, 0.2, 0.8, 0.9], [0, 0, 1, 1],
+                        options=metric.config())
+    assert c.settings["options"] == {"weights": [0.75, 0.25]}
+    assert find_calibration([c], metric.name, {"judge": "j1"}, settings, metric.config()) is c
+    other = AnswerCorrectness(weights=(1.0, 0.0))
+    assert find_calibration([c], metric.name, {"judge": "j1"}, settings, other.config()) is None
+    # written before the weights were answer_correctness' own option: they stood among every metric's settings
+    older = {k: v for k, v in c.settings.items() if k != "options"} | {"answer_correctness_weights": [0.75, 0.25]}
+    path = tmp_path / CALIBRATION_FILE
+    path.write_text(json.dumps({"format": 1, "calibrations": [
+        {**c.to_dict(), "settings": older}, {**c.to_dict(), "metric": "faithfulness", "settings": older}]}))
+    read = {x.metric: x for x in read_calibrations(path)}
+    assert find_calibration([read["answer_correctness"]], metric.name, {"judge": "j1"}, settings,
+                            metric.config()) is not None
+    assert find_calibration([read["faithfulness"]], "faithfulness", {"judge": "j1"}, settings) is not None
+
+
 def _labelled(path: Path) -> Path:
     rows = []
     for i in range(12):

@@ -221,8 +221,7 @@ def test_answer_similarity_and_correctness():
     assert result.metadata["f1"] == pytest.approx(0.5)
     assert result.metadata["tp"] == [CLAIMS[0]] and result.metadata["fn"] == [ref_claims[1]]
     assert result.value == pytest.approx(0.75 * 0.5 + 0.25 * max(0.0, sim))
-    weighted = score(AnswerCorrectness(), SAMPLE, models(judge, embedder=embedder),
-                     ragas(answer_correctness_weights=(1.0, 0.0)))
+    weighted = score(AnswerCorrectness(weights=(1.0, 0.0)), SAMPLE, models(judge, embedder=embedder), ragas())
     assert weighted.value == pytest.approx(0.5)
 
 
@@ -379,8 +378,8 @@ def test_answer_correctness_uses_expected_counts_on_whole_short_answers():
         return {"Yes": 0.8, "No": 0.2} if "Question: Who wrote Hamlet?" in text else {"Yes": 0.1, "No": 0.9}
     judge = ScriptedJudge(script={"options": [{"match": "Context", "probs": probs}]})
     sample = Sample(id="c", question="Who wrote Hamlet?", answer="Shakespeare", ground_truth="William Shakespeare")
-    result = _score(AnswerCorrectness(), sample, models(judge, embedder=HashingEmbedder()),
-                    EvalSettings(answer_correctness_weights=(1.0, 0.0)))
+    result = _score(AnswerCorrectness(weights=(1.0, 0.0)), sample, models(judge, embedder=HashingEmbedder()),
+                    EvalSettings())
     assert judge.calls["generate"] == 0  # both fragments are checked whole, as answers to the question
     tp, fp, fn = result.metadata["counts"]
     assert (tp, fp, fn) == pytest.approx((0.8, 0.2, 0.2))

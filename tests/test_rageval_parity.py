@@ -29,6 +29,7 @@ from offline_eval.metrics.rageval_retrieval import (
     EIR,
     METRICS,
     RetrievalPrecision,
+    RetrievalPrecisionV1,
     RetrievalRecall,
     RougeL,
     eir,
@@ -269,8 +270,9 @@ def test_metric_class_contract() -> None:
     assert EIR.requires == ("contexts", "reference_contexts")
     assert RougeL.requires == ("answer", "ground_truth")
     assert RetrievalPrecision(top_k=3).config() == {"top_k": 3, "variant": "chunk"}
-    with pytest.raises(ValueError):
-        RetrievalPrecision(variant="bogus")  # type: ignore[arg-type]
+    assert RetrievalPrecisionV1().config() == {"top_k": 5, "variant": "rageval_v1"}
+    with pytest.raises(TypeError):
+        RetrievalPrecision(variant="bogus")  # the variant is the metric's, not an option
 
 
 def test_metric_classes_return_scores_directly() -> None:

@@ -133,7 +133,9 @@ def test_a_engine_arguments_are_accepted_by_vllm(seen: dict[str, Any], judge_fol
 
 
 def test_b_every_sampling_params_is_built_and_verified_by_vllm(seen: dict[str, Any]) -> None:
-    from offline_eval.prompts.base import _REGISTRY, get_prompt
+    import offline_eval.prompts.ragas  # noqa: F401  (each prompt module registers its prompts)
+    import offline_eval.prompts.rageval  # noqa: F401
+    from offline_eval.prompts.base import _REGISTRY
 
     assert "schemas" not in seen, seen.get("schemas")  # collecting the metrics' schemas failed
     sampling = _section(seen, "sampling")
@@ -145,7 +147,6 @@ def test_b_every_sampling_params_is_built_and_verified_by_vllm(seen: dict[str, A
     assert sampled["sampling_type"] == "RANDOM_SEED" and (sampled["n"], sampled["seed"]) == (3, 9)
     assert options["sampling_type"] == "GREEDY" and (options["max_tokens"], options["logprobs"]) == (1, 20)
 
-    get_prompt("claims")  # registers every prompt
     with_schema = {name for name, prompt in _REGISTRY.items() if prompt.schema is not None}
     schemas = sampling["schemas"]
     assert {name.split("[")[0] for name in schemas} == with_schema  # every schema a metric can send

@@ -95,12 +95,12 @@ def read_labels(samples: Sequence[Sample], label_field: str, *, positive: Sequen
 
 # --- models -----------------------------------------------------------------------------------------
 def build_setup(metric: str | Metric, choice: ModelChoice | None = None, *, models: Models | None = None,
-                **settings: Any) -> Run:
-    """The run of one metric as ``offline-eval run`` builds it: ``choice`` the model flags, ``settings``
-    the judging settings by name; ``models`` reuses models configured earlier (so a benchmark loads each
+                **options: Any) -> Run:
+    """The run of one metric as ``offline-eval run`` builds it: ``choice`` the model flags, ``options``
+    the settings and metric options by name; ``models`` reuses models configured earlier (so a benchmark loads each
     judge once). Calibrations are not applied: agreement is measured on the metric's own values.
     Raises :class:`~offline_eval.run.config.ModelsMissing` listing the missing model folders."""
-    config = RunConfig(metrics=[metric], models=choice or ModelChoice(), settings=settings, calibrate=False)
+    config = RunConfig(metrics=[metric], models=choice or ModelChoice(), options=options, calibrate=False)
     return build_run(config, models=models)
 
 
@@ -253,7 +253,7 @@ def _score_labelled(args: Any, command: str) -> tuple[Run, list[tuple[Sample, fl
     if not labelled:
         raise DataError(f"no sample has a usable label in field '{args.labels}'", source=str(args.dataset))
     config = RunConfig.from_args(args)
-    setup = build_setup(args.metric, config.models, **config.settings)
+    setup = build_setup(args.metric, config.models, **config.options)
     if setup.starter:
         print(f"offline-eval: starter profile: its judge is too small to judge; these {command} numbers "
               "only show that the pipeline runs", file=sys.stderr)
@@ -305,6 +305,7 @@ def calibrate_from_args(args: Any) -> int:
     from offline_eval.calibration import CALIBRATION_FILE, fit_calibration, write_calibration
 
     setup, labelled, excluded, scores, _ = _score_labelled(args, "calibrate")
+    metric, models = setup.metrics[0], setup.models.models
     values, labels = [], []
     unscored: Counter[str] = Counter()
     for sample, label in labelled:
@@ -315,7 +316,7 @@ def calibrate_from_args(args: Any) -> int:
         values.append(float(score["value"]))
         labels.append(label)
     if not values:
-        raise DataError(f"no labelled sample was scored by {setup.metrics[0].name} ({dict(unscored)})",
+        raise DataError(f"no labelled sample was scored by {metric.name} ({dict(unscored)})",
                         source=str(args.dataset))
     target = args.to
     if target is None:
@@ -323,8 +324,9 @@ def calibrate_from_args(args: Any) -> int:
         if home is None:
             raise ValueError("the metric's models have no local folder to keep a calibration in; name a file with --to")
         target = home / CALIBRATION_FILE
-    models = {role: setup.models.models.identity(role) for role in sorted(setup.metrics[0].roles) if setup.models.models.has(role)}
-    calibration = fit_calibration(setup.metrics[0].name, models, setup.settings, values, labels, folds=args.folds,
+    identities = {role: models.identity(role) for role in sorted(metric.roles) if models.has(role)}
+    calibration = fit_calibration(metric.name, identities, setup.settings, values, labels, folds=args.folds,
+                                  options=metric.config(),
                                   source={"dataset": str(args.dataset), "labels": args.labels,
                                           "positive": list(args.positive or []), "unscored": dict(unscored),
                                           "excluded": dict(excluded)})
@@ -334,7 +336,7 @@ def calibrate_from_args(args: Any) -> int:
         raise ValueError(f"cannot write the calibration to {target} ({exc.strerror}); name a writable file with --to") from None
     q = calibration.quality
     cv = q.get("balanced_accuracy_cross_validated")
-    print(f"{setup.metrics[0].name}: threshold {calibration.threshold:.4f} on {calibration.n} samples "
+    print(f"{metric.name}: threshold {calibration.threshold:.4f} on {calibration.n} samples "
           f"({calibration.n_positive} positive); balanced accuracy {q['balanced_accuracy_in_sample']:.3f} "
           f"in sample, {'-' if cv is None else f'{cv:.3f}'} cross-validated ({args.folds} folds), "
           f"{q['balanced_accuracy_at_0_5']:.3f} at 0.5; ROC AUC {q['roc_auc']:.3f}")

@@ -8,9 +8,9 @@ import importlib
 import importlib.util
 import sys
 from pathlib import Path
-from typing import Iterable
+from typing import Any, Iterable, Mapping
 
-from offline_eval.metrics.base import Metric, Score
+from offline_eval.metrics.base import Metric, Score, option_names
 
 METRIC_MODULES = ("offline_eval.metrics.ragas", "offline_eval.metrics.rageval_retrieval",
                   "offline_eval.metrics.keypoints")
@@ -74,9 +74,16 @@ def metric_classes() -> dict[str, type[Metric]]:
     return {**_REGISTERED, **_builtin_classes()}
 
 
-def resolve_metrics(names: Iterable[str | Metric] | None) -> tuple[list[Metric], bool]:
+def metric_options() -> dict[str, tuple[type[Metric], str]]:
+    """Every metric's options by public name (``answer_relevancy_n``) -> (its metric class, the field)."""
+    return {public: (cls, f.name) for cls in metric_classes().values() for public, f in option_names(cls).items()}
+
+
+def resolve_metrics(names: Iterable[str | Metric] | None,
+                    options: Mapping[str, Any] | None = None) -> tuple[list[Metric], bool]:
     """Metric instances for ``names`` (default set when None; a Metric instance is taken as it is) and
-    whether ``aggregate`` was asked."""
+    whether ``aggregate`` was asked. ``options``: metric options by public name (None keeps a value);
+    those of metrics not chosen are ignored."""
     names = list(names or DEFAULT_METRICS)
     available = metric_classes()
     aggregate = AGGREGATE in names or "ragas_score" in names
@@ -88,9 +95,10 @@ def resolve_metrics(names: Iterable[str | Metric] | None) -> tuple[list[Metric],
     out: dict[str, Metric] = {}
     for n in chosen:
         metric = n if isinstance(n, Metric) else available[n]()
-        out.setdefault(metric.name, metric)
+        own = {f.name: (options or {}).get(public) for public, f in option_names(type(metric)).items()}
+        out.setdefault(metric.name, metric.with_options(**own))
     return list(out.values()), aggregate
 
 
-__all__ = ["Metric", "Score", "metric_classes", "resolve_metrics", "register_metric", "load_plugins",
+__all__ = ["Metric", "Score", "metric_classes", "metric_options", "resolve_metrics", "register_metric", "load_plugins",
            "DEFAULT_METRICS", "AGGREGATE"]

@@ -15,8 +15,11 @@ A metric that needs no model may return its Score without yielding (see :func:`s
 
 from __future__ import annotations
 
+import copy
+import dataclasses
 import inspect
 import math
+import typing
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Generator
 
@@ -108,22 +111,57 @@ def as_score(result: Any) -> Score:
     return Score.unscored("error:no_score", f"the metric returned {type(result).__name__}")
 
 
+@dataclass(frozen=True)
+class NoOptions:
+    """The options of a metric that has none of its own."""
+
+
 class Metric:
     """Base class. Subclasses set ``name``, ``requires`` (sample fields: the engine leaves a sample that
     lacks one unscored without calling ``score``, see :func:`start`), ``roles`` (models used) and,
     for a metric where a smaller value is the better one, ``higher_is_better = False`` (recorded in
-    summary.json; reports, gates and comparisons read it from there)."""
+    summary.json; reports, gates and comparisons read it from there).
+
+    ``Options``: a dataclass of the metric's own settings. Each field is a ``run`` flag
+    ``--<name>-<field>`` (its ``metadata["help"]`` the flag's help), a TOML key and an ``evaluate``
+    keyword ``<name>_<field>`` (:func:`option_names`); the values enter the run's fingerprint and the
+    signature of a calibration. ``self.options`` holds them: ``Metric(options)`` or ``Metric(field=...)``.
+    """
 
     name: ClassVar[str]
     requires: ClassVar[tuple[str, ...]] = ()
     roles: ClassVar[frozenset[str]] = frozenset()  # subset of {"judge", "verifier", "embedder"}
     description: ClassVar[str] = ""
     higher_is_better: ClassVar[bool] = True
+    Options: ClassVar[type] = NoOptions
+
+    def __init__(self, options: Any = None, **values: Any) -> None:
+        self.options = options if options is not None else self.Options(**values)
 
     def score(self, sample: Sample, ctx: Any) -> ScoreGenerator:
         raise NotImplementedError
         yield  # pragma: no cover  (makes every override a generator by convention)
 
     def config(self) -> dict[str, Any]:
-        """Settings that change this metric's value; they enter the run fingerprint."""
-        return {}
+        """What changes this metric's value besides the run's settings: its options (they enter the run
+        fingerprint)."""
+        return {k: list(v) if isinstance(v, tuple) else v for k, v in dataclasses.asdict(self.options).items()}
+
+    def with_options(self, **values: Any) -> "Metric":
+        """A copy whose options take ``values`` (field name -> value; None keeps the current one)."""
+        values = {k: v for k, v in values.items() if v is not None}
+        if not values:
+            return self
+        changed = copy.copy(self)
+        changed.options = dataclasses.replace(self.options, **values)
+        return changed
+
+
+def option_names(cls: type[Metric]) -> dict[str, dataclasses.Field]:
+    """A metric's options by their public name, ``<metric>_<field>``."""
+    return {f"{cls.name}_{f.name}": f for f in dataclasses.fields(cls.Options)}
+
+
+def option_types(cls: type[Metric]) -> dict[str, Any]:
+    """A metric's option fields -> their types (annotations resolved)."""
+    return typing.get_type_hints(cls.Options)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 import numpy as np
@@ -103,12 +104,16 @@ class AnswerRelevancy(SampleMetric):
     roles = frozenset({"judge", "embedder"})
     description = "mean cosine between the question and questions regenerated from the answer"
 
+    @dataclass(frozen=True)
+    class Options:
+        n: int = field(default=3, metadata={"help": "questions regenerated from each answer", "minimum": 1})
+
     def compute(self, sample, ctx, lang):
-        got = yield from ask_json(JsonAsk(QUESTIONS, lang, {"n": ctx.answer_relevancy_n, "answer": sample.answer}),
-                                  ctx)
+        n = self.options.n
+        got = yield from ask_json(JsonAsk(QUESTIONS, lang, {"n": n, "answer": sample.answer}), ctx)
         if got.value is None:
             return Score.unscored("judge_unparseable", got.problem or "", raw=got.raw)
-        questions = [q.strip() for q in got.value["questions"] if q.strip()][: ctx.answer_relevancy_n]
+        questions = [q.strip() for q in got.value["questions"] if q.strip()][:n]
         if not questions:
             return Score.unscored("no_questions", "the judge wrote no question for the answer")
         vectors = yield from embed_texts([sample.question] + questions)
@@ -290,6 +295,11 @@ class AnswerCorrectness(SampleMetric):
     roles = frozenset({"judge", "verifier", "embedder"})
     description = "weighted claim-level F1 against the reference plus answer similarity"
 
+    @dataclass(frozen=True)
+    class Options:
+        weights: tuple[float, float] = field(default=(0.75, 0.25), metadata={
+            "help": "weights of the factual F1 and of the embedding similarity", "metavar": "F1,SIM"})
+
     def compute(self, sample, ctx, lang):
         claims = yield from answer_and_reference_claims(sample, lang, ctx)
         if isinstance(claims, Score):
@@ -321,7 +331,7 @@ class AnswerCorrectness(SampleMetric):
             counts = (p_tp, len(a.texts) - p_tp, sum(1.0 - v.probability for v in in_answer[0]))
         f1 = f1_from_counts(*counts)
         similarity = max(0.0, float(np.dot(vectors[0], vectors[1])))
-        w_f1, w_sim = ctx.answer_correctness_weights
+        w_f1, w_sim = self.options.weights
         value = (w_f1 * f1 + w_sim * similarity) / (w_f1 + w_sim)
         return Score(value, explanation=f"F1 {f1:.3f} (TP {counts[0]:.2f}, FP {counts[1]:.2f}, FN {counts[2]:.2f}), "
                                         f"similarity {similarity:.3f}",

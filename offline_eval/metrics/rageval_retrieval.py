@@ -31,6 +31,7 @@ division has nothing to divide (no references, nothing retrieved, an empty text)
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal
 
 from offline_eval.data.schema import Sample
@@ -261,22 +262,23 @@ class RetrievalPrecision(Metric):
     description: ClassVar[str] = (
         "Share of retrieved chunks whose every sentence occurs verbatim in a reference passage.")
 
-    def __init__(self, top_k: int | None = PRECISION_TOP_K,
-                 variant: PrecisionVariant = "chunk") -> None:
-        if variant not in ("chunk", "rageval_v1"):
-            raise ValueError(f"unknown retrieval_precision variant {variant!r}")
-        self.top_k = top_k
-        self.variant = variant
+    variant: ClassVar[PrecisionVariant] = "chunk"
+
+    @dataclass(frozen=True)
+    class Options:
+        top_k: int | None = field(default=PRECISION_TOP_K, metadata={
+            "help": "retrieved chunks scored, from the first (None from the API: all)", "minimum": 1})
 
     def config(self) -> dict[str, Any]:
-        return {"top_k": self.top_k, "variant": self.variant}
+        return {**super().config(), "variant": self.variant}
 
     def score(self, sample: Sample, ctx: Any) -> Score:  # type: ignore[override]
         """Precision of this sample; the engine has checked the required fields."""
         refs, chunks = list(sample.reference_contexts or []), list(sample.contexts or [])
         lang = _language(sample, *chunks)
-        value = retrieval_precision(refs, chunks, lang, top_k=self.top_k, variant=self.variant)
-        scored = len(chunks) if self.top_k is None else min(len(chunks), self.top_k)
+        top_k = self.options.top_k
+        value = retrieval_precision(refs, chunks, lang, top_k=top_k, variant=self.variant)
+        scored = len(chunks) if top_k is None else min(len(chunks), top_k)
         metadata: dict[str, Any] = {"language": lang, "chunks": scored}
         if self.variant == "chunk":
             metadata["relevant"] = round(value * scored)
@@ -334,9 +336,7 @@ class RetrievalPrecisionV1(RetrievalPrecision):
     name: ClassVar[str] = "retrieval_precision_v1"
     description: ClassVar[str] = ("RAGEval's earlier precision code (all references found -> 1.0), for "
                                   "reproducing published numbers")
-
-    def __init__(self, top_k: int | None = PRECISION_TOP_K) -> None:
-        super().__init__(top_k=top_k, variant="rageval_v1")
+    variant: ClassVar[PrecisionVariant] = "rageval_v1"
 
 
 METRICS = [RetrievalRecall, RetrievalPrecision, RetrievalPrecisionV1, EIR, RougeL]

@@ -1,4 +1,5 @@
-"""Settings every metric can read (the ``ctx`` the engine passes to ``Metric.score``)."""
+"""Settings every metric can read (the ``ctx`` the engine passes to ``Metric.score``); what one metric
+alone reads is that metric's own ``Options`` (offline_eval.metrics.base.Metric)."""
 
 from __future__ import annotations
 
@@ -35,10 +36,8 @@ class EvalSettings:
     # option verdicts: how much of the P(Yes) a premise gets for an empty statement is taken out of
     # every verdict against it (contextual calibration, judging.corrected); 0: none, 1: all of it
     baseline_weight: float = 0.5
-    answer_relevancy_n: int = 3
     statements_per_call: int = 8  # claims verified per JSON call, so verdict lists are never cut off
     max_tokens: int = 768
-    answer_correctness_weights: tuple[float, float] = (0.75, 0.25)  # (F1, similarity)
     aggregate_weights: dict[str, float] = field(default_factory=dict)  # empty: equal weights
     rubrics: dict[str, dict[int, str]] | None = None  # user rubrics; None: the defaults
     keypoint_max: int = 14
@@ -67,9 +66,7 @@ class EvalSettings:
             if value is None:
                 continue
             key = cls.ALIASES.get(key, key)
-            if key == "answer_correctness_weights":
-                value = tuple(value)
-            elif key == "aggregate_weights":
+            if key == "aggregate_weights":
                 value = dict(value)
             setattr(settings, key, value)
         return settings

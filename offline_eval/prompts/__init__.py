@@ -4,6 +4,6 @@ A prompt renders to chat messages ((role, content), ...). Few-shot examples sit 
 message so every chat template treats them alike and the cache key stays a pure function of input.
 """
 
-from offline_eval.prompts.base import Prompt, get_prompt
+from offline_eval.prompts.base import Prompt
 
-__all__ = ["Prompt", "get_prompt"]
+__all__ = ["Prompt"]

@@ -52,19 +52,9 @@ class Prompt:
         return messages(("system", self.system[lang]), ("user", body))
 
 
-_REGISTRY: dict[str, Prompt] = {}
+_REGISTRY: dict[str, Prompt] = {}  # every prompt of the modules imported so far, by name
 
 
 def register(prompt: Prompt) -> Prompt:
     _REGISTRY[prompt.name] = prompt
     return prompt
-
-
-def get_prompt(name: str) -> Prompt:
-    if not _REGISTRY:  # the prompt modules register their prompts on import
-        import offline_eval.prompts.ragas  # noqa: F401
-        import offline_eval.prompts.rageval  # noqa: F401,E501
-    try:
-        return _REGISTRY[name]
-    except KeyError:
-        raise KeyError(f"no prompt named '{name}'") from None

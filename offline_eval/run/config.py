@@ -3,7 +3,7 @@
     config = RunConfig.from_args(args)                     # `offline-eval run` (a --config TOML is merged
                                                            # into the flags first), agreement, retrieval --answer
     config = RunConfig(metrics=["faithfulness"], models=ModelChoice(profile="cpu"),
-                       settings={"verdicts": "generate"})  # the Python API
+                       options={"verdicts": "generate"})   # the Python API
     run = build_run(config)        # metrics, gates, device, models (configured, not loaded), settings, calibrations
     output = run.execute(samples, "runs/today", cache=cache)   # in this process, or sharded over Ray
 
@@ -28,7 +28,7 @@ from offline_eval.data.schema import Sample
 from offline_eval.engine.cache import ResultCache
 from offline_eval.engine.executor import ProgressFactory
 from offline_eval.engine.models import ModelSet
-from offline_eval.metrics import AGGREGATE, load_plugins, resolve_metrics
+from offline_eval.metrics import AGGREGATE, load_plugins, metric_options, resolve_metrics
 from offline_eval.metrics.base import Metric
 from offline_eval.metrics.settings import EvalSettings
 from offline_eval.run.folder import RunOutput
@@ -129,7 +129,9 @@ class RunConfig:
     metrics: list[str | Metric] | None = None  # names or instances; None: the default five; "aggregate" adds one
     plugins: list[str] = field(default_factory=list)  # modules or .py files whose metrics register themselves
     models: ModelChoice = field(default_factory=ModelChoice)
-    settings: dict[str, Any] = field(default_factory=dict)  # EvalSettings options by name; None keeps a default
+    # settings (EvalSettings.option_names) and metric options (metrics.metric_options) by name; None keeps
+    # a default
+    options: dict[str, Any] = field(default_factory=dict)
     calibration_files: list[Path] = field(default_factory=list)  # besides those in the model folders
     calibrate: bool = True  # apply calibrations that fit the run's metric, models and settings
     fail_under: Mapping[str, float] = field(default_factory=dict)  # metric -> the mean it must reach
@@ -142,9 +144,9 @@ class RunConfig:
     def from_args(cls, args: Any) -> "RunConfig":
         """From a command's parsed flags (``run``, ``agreement``, ``retrieval --answer``): each reads the
         flags it has."""
-        settings = {name: getattr(args, name) for name in EvalSettings.option_names() if hasattr(args, name)}
+        options = {name: getattr(args, name) for name in known_options() if hasattr(args, name)}
         if getattr(args, "rubrics", None):
-            settings["rubrics"] = read_rubrics(Path(args.rubrics))
+            options["rubrics"] = read_rubrics(Path(args.rubrics))
         fail_under = getattr(args, "fail_under", None)
         if isinstance(fail_under, str):
             from offline_eval.report.gating import parse_thresholds
@@ -157,10 +159,15 @@ class RunConfig:
         metrics = getattr(args, "metrics", None)
         return cls(metrics=[metrics] if isinstance(metrics, str) else metrics,
                    plugins=list(getattr(args, "plugin", None) or []), models=ModelChoice.from_args(args),
-                   settings=settings, calibration_files=[Path(p) for p in getattr(args, "calibration", None) or []],
+                   options=options, calibration_files=[Path(p) for p in getattr(args, "calibration", None) or []],
                    calibrate=not getattr(args, "no_calibration", False), fail_under=fail_under or {},
                    window=getattr(args, "window", None), per_row=getattr(args, "per_row", False),
                    overwrite=getattr(args, "overwrite", False), ray=ray)
+
+
+def known_options() -> list[str]:
+    """Every name a run option goes by: the judging settings, then each metric's own options."""
+    return EvalSettings.option_names() + sorted(metric_options())
 
 
 def read_rubrics(path: Path) -> dict[int, str] | dict[str, dict[int, str]]:
@@ -227,7 +234,11 @@ def build_run(config: RunConfig, *, models: Models | None = None) -> Run:
     an unknown metric or plugin, a gate on a metric not in the run, a device this machine lacks
     (ValueError) and a missing model folder (:class:`ModelsMissing`)."""
     load_plugins(config.plugins)
-    metrics, aggregate = resolve_metrics(config.metrics)
+    own = metric_options()
+    unknown = sorted(k for k in config.options if k not in own and k not in EvalSettings.option_names())
+    if unknown:
+        raise TypeError(f"unknown option(s) {', '.join(unknown)}; known: {', '.join(known_options())}")
+    metrics, aggregate = resolve_metrics(config.metrics, {k: v for k, v in config.options.items() if k in own})
     names = [m.name for m in metrics] + ([AGGREGATE] if aggregate else [])
     unknown = sorted(set(config.fail_under) - set(names))
     if unknown:
@@ -238,7 +249,7 @@ def build_run(config: RunConfig, *, models: Models | None = None) -> Run:
         models = configure_models(config.models, {r for m in metrics for r in m.roles})
     profile = models.profile
     settings = EvalSettings.from_options(verifier="judge" if profile.verifier_is_judge else "hhem",
-                                         **config.settings)
+                                         **{k: v for k, v in config.options.items() if k not in own})
     # a run of model-free metrics involves none of the profile's models: it is no starter run
     starter = profile.starter and any(m.roles for m in metrics)
     info: dict[str, Any] = {"profile": profile.name, "starter": starter, "device": config.models.device or "cpu",
@@ -286,9 +297,3 @@ def check_device(device: str | None) -> None:
     index = device.partition(":")[2]
     if index and (not index.isdigit() or int(index) >= torch.cuda.device_count()):
         raise ValueError(f"--device {device}: this machine has {torch.cuda.device_count()} CUDA device(s)")
-
-
-def replace_settings(config: RunConfig, **settings: Any) -> RunConfig:
-    """``config`` with some settings changed (None keeps what it has)."""
-    return dataclasses.replace(config, settings={**config.settings,
-                                                 **{k: v for k, v in settings.items() if v is not None}})

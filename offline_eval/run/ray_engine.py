@@ -51,7 +51,6 @@ from offline_eval.run.folder import RunFolder, RunOutput
 from offline_eval.run.runner import (
     DEFAULT_WINDOW, applicable_calibrations, evaluate, finish_run, run_fingerprint,
 )
-from offline_eval.metrics import AGGREGATE
 from offline_eval.metrics.base import Metric
 from offline_eval.metrics.settings import EvalSettings
 
@@ -329,9 +328,19 @@ def secure_private_cluster(version: str, address: str | None) -> None:
         raise BackendUnavailable(f"{AUTH_ENV}=disabled: offline-eval's private Ray cluster must require "
                                  "Ray's token (other users of this machine can reach its ports); unset it")
     if private:
-        os.environ[SINGLE_MACHINE_ENV] = "0"
+        _single_machine_mode()
     if private and not mode and _version_tuple(version) < TOKEN_AUTH_DEFAULT_SINCE and "ray" not in sys.modules:
         os.environ[AUTH_ENV] = "token"
+
+
+def _single_machine_mode() -> None:
+    """Ray's single-machine mode, for this process (Ray reads it at import: set on its constants too when
+    Ray came in earlier) and for the cluster's processes (they inherit the variable)."""
+    os.environ[SINGLE_MACHINE_ENV] = "0"
+    if "ray" in sys.modules:
+        from ray._private import ray_constants
+
+        ray_constants.ENABLE_RAY_CLUSTER = False
 
 
 def _connect(address: str | None, num_cpus: int, init_kwargs: dict[str, Any] | None) -> bool:
@@ -352,10 +361,7 @@ def _connect(address: str | None, num_cpus: int, init_kwargs: dict[str, Any] | N
     if address == "local":
         kwargs.update(num_cpus=num_cpus, include_dashboard=False, object_store_memory=OBJECT_STORE_BYTES,
                       _node_ip_address="127.0.0.1")
-        os.environ[SINGLE_MACHINE_ENV] = "0"  # inherited by the cluster's processes
-        from ray._private import ray_constants  # read at import: set it here too if ray came in earlier
-
-        ray_constants.ENABLE_RAY_CLUSTER = False
+        _single_machine_mode()  # again: a caller may have imported Ray without secure_private_cluster
     else:
         kwargs["address"] = address
     kwargs.update(init_kwargs or {})
@@ -573,11 +579,10 @@ def _run_with_ray(folder: RunFolder, samples: list[Sample], metrics: list[Metric
         if owns_ray:
             ray.shutdown()
 
-    names = [m.name for m in metrics] + ([AGGREGATE] if aggregate else [])
     if not stats:
         stats = {k: {} for k in ("backend_calls", "requests", "unique_requests", "cache_hits", "computed")}
         stats["stages"] = 0
-    return finish_run(folder, samples, names, {
+    return finish_run(folder, samples, metrics, aggregate, {
         **info, "fingerprint": fingerprint, "resumed_samples": len(done), "engine": stats,
         "window": DEFAULT_WINDOW,  # each actor scores its shard in windows of this many rows
         "cache_repaired": getattr(cache, "repaired", 0),
@@ -586,5 +591,4 @@ def _run_with_ray(folder: RunFolder, samples: list[Sample], metrics: list[Metric
                 "actors_started": sum(generations.values()), "retries": retries,
                 "cache_mode": cache_mode, "cache_entries_merged": merged,
                 "wall_s": round(time.perf_counter() - started_at, 3)}}, stats, len(done),
-        applicable_calibrations(metrics, identities, settings, calibrations),
-        lower_is_better=frozenset(m.name for m in metrics if not m.higher_is_better))
+        applicable_calibrations(metrics, identities, settings, calibrations))

@@ -121,8 +121,7 @@ def evaluate(samples: list[Sample], metrics: list[Metric], models: ModelSet, set
     identities = {role: models.identity(role) for role in sorted({r for m in metrics for r in m.roles})
                   if models.has(role)}
     fingerprint = run_fingerprint(samples, metrics, settings, identities, aggregate)
-    names = [m.name for m in metrics]
-    info = {**(run_info or {}), "started": started, "models": identities, "metrics": names,
+    info = {**(run_info or {}), "started": started, "models": identities, "metrics": [m.name for m in metrics],
             "settings": settings.fingerprint()}
     window = max(1, int(window))
 
@@ -147,11 +146,10 @@ def evaluate(samples: list[Sample], metrics: list[Metric], models: ModelSet, set
                                  finished if (counted or on_sample) else None)
             folder.append(rows)
             engine.forget()  # answers of this window stay in the cache, not in memory
-        output = finish_run(folder, samples, names + ([AGGREGATE] if aggregate else []), {
+        output = finish_run(folder, samples, metrics, aggregate, {
             **info, "fingerprint": fingerprint, "resumed_samples": len(done), "window": window,
             "engine": engine.stats.to_dict(), "cache_repaired": getattr(cache, "repaired", 0)},
-            engine.stats.to_dict(), len(done), applicable_calibrations(metrics, identities, settings, calibrations),
-            lower_is_better=frozenset(m.name for m in metrics if not m.higher_is_better))
+            engine.stats.to_dict(), len(done), applicable_calibrations(metrics, identities, settings, calibrations))
         if on_close:
             on_close(output)
     return output
@@ -190,20 +188,21 @@ def applicable_calibrations(metrics: list[Metric], identities: dict[str, str], s
                             calibrations: list[Calibration] | None) -> dict[str, Calibration | None]:
     """Model-based metric -> the calibration fitted for exactly its models and settings, or None."""
     return {m.name: find_calibration(calibrations or [], m.name,
-                                     {r: identities[r] for r in m.roles if r in identities}, settings)
+                                     {r: identities[r] for r in m.roles if r in identities}, settings, m.config())
             for m in metrics if m.roles}
 
 
-def finish_run(folder: RunFolder, samples: list[Sample], names: list[str], run_info: dict[str, Any],
-               stats: dict[str, Any], resumed: int,
-               calibrations: dict[str, Calibration | None] | None = None,
-               lower_is_better: frozenset[str] = frozenset()) -> RunOutput:
+def finish_run(folder: RunFolder, samples: list[Sample], metrics: list[Metric], aggregate: bool,
+               run_info: dict[str, Any], stats: dict[str, Any], resumed: int,
+               calibrations: dict[str, Calibration | None] | None = None) -> RunOutput:
     """Put results.jsonl in dataset order and write summary.json (streaming; see :meth:`RunFolder.finish`).
 
-    ``calibrations``: metric -> the calibration that applies to it (None: none for these models); its
-    annotations are added to the rows and the summary. ``lower_is_better``: the metrics declared so
-    (:attr:`Metric.higher_is_better`); every metric's summary entry records its direction."""
+    Every metric's summary entry records its direction (:attr:`Metric.higher_is_better`; the aggregate's
+    is higher). ``calibrations``: metric -> the calibration that applies to it (None: none for these
+    models); its annotations are added to the rows and the summary."""
     chosen = calibrations or {}
+    names = [m.name for m in metrics] + ([AGGREGATE] if aggregate else [])
+    lower_is_better = {m.name for m in metrics if not m.higher_is_better}
 
     def summary_of(values: dict[str, list], reasons: dict[str, list]) -> dict[str, Any]:
         summary = {"metrics": {n: {**summarize(values[n], reasons[n]).to_dict(),
