@@ -16,7 +16,6 @@ raised by :func:`build_run`, before any model loads.
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import tomllib
 from dataclasses import dataclass, field, fields

@@ -37,7 +37,6 @@ import threading
 import time
 from collections import Counter, deque
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
@@ -48,9 +47,7 @@ from offline_eval.engine.cache import ResultCache
 from offline_eval.engine.executor import ProgressFactory
 from offline_eval.engine.models import ModelSet
 from offline_eval.run.folder import RunFolder, RunOutput
-from offline_eval.run.runner import (
-    DEFAULT_WINDOW, applicable_calibrations, evaluate, finish_run, run_fingerprint,
-)
+from offline_eval.run.runner import DEFAULT_WINDOW, RunSink, evaluate
 from offline_eval.metrics.base import Metric
 from offline_eval.metrics.settings import EvalSettings
 
@@ -444,7 +441,6 @@ def _run_with_ray(folder: RunFolder, samples: list[Sample], metrics: list[Metric
     import ray
     from ray.exceptions import ObjectLostError, RayActorError
 
-    started = datetime.now(timezone.utc).isoformat(timespec="seconds")
     started_at = time.perf_counter()
     owns_ray = _connect(address, max(1, math.ceil(replicas * cpus_per_replica)), ray_init_kwargs)
     crash_plan = _crash_plan(crash)
@@ -471,12 +467,8 @@ def _run_with_ray(folder: RunFolder, samples: list[Sample], metrics: list[Metric
         identities_all = first_info["identities"]
         identities = {role: identities_all[role] for role in sorted({r for m in metrics for r in m.roles})
                       if role in identities_all}
-        fingerprint = run_fingerprint(samples, metrics, settings, identities, aggregate)
-        info = {**(run_info or {}), "started": started, "models": identities,
-                "metrics": [m.name for m in metrics], "settings": settings.fingerprint()}
-        done = folder.open(fingerprint, info, overwrite=overwrite)
-
-        todo = [s for s in samples if s.id not in done]
+        sink = RunSink(folder, samples, metrics, settings, identities, aggregate, run_info, overwrite=overwrite)
+        todo = sink.todo
         size = max(1, shard_size or math.ceil(len(todo) / replicas)) if todo else 1
         shards = [_Shard(i, todo[start:start + size]) for i, start in enumerate(range(0, len(todo), size))]
         scheduler = _Scheduler(shards)
@@ -532,7 +524,7 @@ def _run_with_ray(folder: RunFolder, samples: list[Sample], metrics: list[Metric
         for thread in threads:
             thread.start()
 
-        finished: set[str] = set(done)
+        finished: set[str] = set(sink.done)
         stats: dict[str, Any] = {}
         retries: list[dict[str, Any]] = []
         merged = 0
@@ -563,7 +555,7 @@ def _run_with_ray(folder: RunFolder, samples: list[Sample], metrics: list[Metric
                                 index, left)
                     retries.append({"replica": replica, "shard": index, "samples_left": left, "error": why})
             if rows:
-                folder.append(rows)  # durable before it is reported
+                sink.append(rows)
                 for row in rows:
                     if on_sample:
                         on_sample(row)
@@ -582,13 +574,11 @@ def _run_with_ray(folder: RunFolder, samples: list[Sample], metrics: list[Metric
     if not stats:
         stats = {k: {} for k in ("backend_calls", "requests", "unique_requests", "cache_hits", "computed")}
         stats["stages"] = 0
-    return finish_run(folder, samples, metrics, aggregate, {
-        **info, "fingerprint": fingerprint, "resumed_samples": len(done), "engine": stats,
-        "window": DEFAULT_WINDOW,  # each actor scores its shard in windows of this many rows
-        "cache_repaired": getattr(cache, "repaired", 0),
-        "ray": {"replicas": slots, "gpus_per_replica": gpus, "cpus_per_replica": cpus_per_replica,
-                "shards": len(shards), "shard_size": size, "nodes": sorted(nodes),
-                "actors_started": sum(generations.values()), "retries": retries,
-                "cache_mode": cache_mode, "cache_entries_merged": merged,
-                "wall_s": round(time.perf_counter() - started_at, 3)}}, stats, len(done),
-        applicable_calibrations(metrics, identities, settings, calibrations))
+    return sink.finish(
+        stats, calibrations, window=DEFAULT_WINDOW,  # each actor scores its shard in windows of this many rows
+        cache_repaired=getattr(cache, "repaired", 0),
+        ray={"replicas": slots, "gpus_per_replica": gpus, "cpus_per_replica": cpus_per_replica,
+             "shards": len(shards), "shard_size": size, "nodes": sorted(nodes),
+             "actors_started": sum(generations.values()), "retries": retries,
+             "cache_mode": cache_mode, "cache_entries_merged": merged,
+             "wall_s": round(time.perf_counter() - started_at, 3)})

@@ -33,8 +33,8 @@ from offline_eval.stats import summarize
 
 log = logging.getLogger(__name__)
 
-__all__ = ["FINGERPRINT", "RESULTS", "SUMMARY", "DEFAULT_WINDOW", "RunOutput", "evaluate", "run_fingerprint",
-           "finish_run", "aggregate_score"]
+__all__ = ["FINGERPRINT", "RESULTS", "SUMMARY", "DEFAULT_WINDOW", "RunOutput", "RunSink", "evaluate",
+           "run_fingerprint", "finish_run", "aggregate_score"]
 
 # Rows per window. Measured with benchmarks/engine_scale.py and benchmarks/throughput.py (README).
 DEFAULT_WINDOW = 1024
@@ -104,6 +104,36 @@ def _result_row(sample: Sample, scores: dict[str, Score]) -> dict[str, Any]:
             "scores": {name: score.to_dict() for name, score in scores.items()}}
 
 
+class RunSink:
+    """Where a run's finished rows go, whoever scores them (this process window by window, or Ray's
+    replicas shard by shard): opened with the run's fingerprint on a locked folder (what the folder
+    already holds of this run is ``done``; ``todo`` is the rest), fed rows as they finish, and finished
+    into summary.json with the calibrations that apply."""
+
+    def __init__(self, folder: RunFolder, samples: list[Sample], metrics: list[Metric], settings: EvalSettings,
+                 identities: dict[str, str], aggregate: bool, run_info: dict[str, Any] | None, *,
+                 overwrite: bool = False) -> None:
+        self.folder, self.samples, self.metrics, self.settings = folder, samples, metrics, settings
+        self.identities, self.aggregate = identities, aggregate
+        self.fingerprint = run_fingerprint(samples, metrics, settings, identities, aggregate)
+        self.info = {**(run_info or {}), "started": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+                     "models": identities, "metrics": [m.name for m in metrics], "settings": settings.fingerprint()}
+        self.done = folder.open(self.fingerprint, self.info, overwrite=overwrite)
+        self.todo = [s for s in samples if s.id not in self.done]
+
+    def append(self, rows: list[dict[str, Any]]) -> None:
+        """Rows reach results.jsonl, fsynced, before they are reported anywhere else."""
+        self.folder.append(rows)
+
+    def finish(self, stats: dict[str, Any], calibrations: list[Calibration] | None,
+               **facts: Any) -> RunOutput:
+        """results.jsonl in dataset order and summary.json; ``facts`` are recorded in its run section."""
+        return finish_run(self.folder, self.samples, self.metrics, self.aggregate,
+                          {**self.info, "fingerprint": self.fingerprint, "resumed_samples": len(self.done),
+                           "engine": stats, **facts}, stats, len(self.done),
+                          applicable_calibrations(self.metrics, self.identities, self.settings, calibrations))
+
+
 def evaluate(samples: list[Sample], metrics: list[Metric], models: ModelSet, settings: EvalSettings,
              output_dir: str | Path, *, cache: ResultCache | None = None, aggregate: bool = False,
              per_row: bool = False, progress: ProgressFactory | None = None,
@@ -117,19 +147,14 @@ def evaluate(samples: list[Sample], metrics: list[Metric], models: ModelSet, set
     its window); ``on_close(output)`` while the folder is still locked (the CLI writes its report
     there). ``overwrite``: see :meth:`RunFolder.open`.
     """
-    started = datetime.now(timezone.utc).isoformat(timespec="seconds")
     identities = {role: models.identity(role) for role in sorted({r for m in metrics for r in m.roles})
                   if models.has(role)}
-    fingerprint = run_fingerprint(samples, metrics, settings, identities, aggregate)
-    info = {**(run_info or {}), "started": started, "models": identities, "metrics": [m.name for m in metrics],
-            "settings": settings.fingerprint()}
     window = max(1, int(window))
 
     with RunFolder(output_dir) as folder, fewer_collections():
-        done = folder.open(fingerprint, info, overwrite=overwrite)
-        todo = [s for s in samples if s.id not in done]
+        sink = RunSink(folder, samples, metrics, settings, identities, aggregate, run_info, overwrite=overwrite)
         engine = Engine(models, cache, progress=progress)
-        windows = -(-len(todo) // window)
+        windows = -(-len(sink.todo) // window)
         announce = getattr(progress, "window", None)  # a RunProgress (offline_eval.progress) follows windows
         counted = getattr(progress, "sample", None)
 
@@ -139,17 +164,14 @@ def evaluate(samples: list[Sample], metrics: list[Metric], models: ModelSet, set
             if on_sample:
                 on_sample(row)
 
-        for start in range(0, len(todo), window):
+        for start in range(0, len(sink.todo), window):
             if announce:
                 announce(start // window, windows)
-            rows = _score_window(engine, todo[start:start + window], metrics, settings, aggregate, per_row,
-                                 finished if (counted or on_sample) else None)
-            folder.append(rows)
+            sink.append(_score_window(engine, sink.todo[start:start + window], metrics, settings, aggregate,
+                                      per_row, finished if (counted or on_sample) else None))
             engine.forget()  # answers of this window stay in the cache, not in memory
-        output = finish_run(folder, samples, metrics, aggregate, {
-            **info, "fingerprint": fingerprint, "resumed_samples": len(done), "window": window,
-            "engine": engine.stats.to_dict(), "cache_repaired": getattr(cache, "repaired", 0)},
-            engine.stats.to_dict(), len(done), applicable_calibrations(metrics, identities, settings, calibrations))
+        output = sink.finish(engine.stats.to_dict(), calibrations, window=window,
+                             cache_repaired=getattr(cache, "repaired", 0))
         if on_close:
             on_close(output)
     return output
