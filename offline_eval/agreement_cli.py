@@ -47,8 +47,6 @@ def _add_scoring(p: argparse.ArgumentParser, what: argparse._ArgumentGroup) -> N
     what.add_argument("--language", choices=["en", "zh"], help="force the prompt language")
     models = p.add_argument_group("models (as for `run`)")
     add_model_arguments(models)
-    models.add_argument("--device", help="cpu, cuda, cuda:0, ...")
-    models.add_argument("--batch-size", type=positive_int, help="batch size of each backend call")
 
 
 def register(subparsers: Any) -> argparse.ArgumentParser:

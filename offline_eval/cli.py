@@ -140,9 +140,6 @@ def add_run_parser(subparsers: Any) -> argparse.ArgumentParser:
     add_calibration_arguments(what)
     models = p.add_argument_group("models")
     add_model_arguments(models)
-    models.add_argument("--device", help="cpu, cuda, cuda:0, ...")
-    models.add_argument("--batch-size", type=positive_int, help="batch size of each backend call (HHEM, embedder, "
-                                                       "transformers judge)")
     out = p.add_argument_group("output")
     out.add_argument("--output", type=Path, help="run folder (default: runs/<dataset name>); rerun the same "
                                                  "command to resume")

@@ -47,8 +47,11 @@ class HelpFormatter(argparse.HelpFormatter):
         return f"{text} (default: %(default)s)"
 DEFAULT_CACHE = Path("~/.cache/offline-eval/cache.sqlite")
 
-def add_model_arguments(group: argparse._ArgumentGroup, *, verifier: bool = True, embedder: bool = True) -> None:
-    """--profile, --models-dir, the judge flags, and (when asked) the verifier and embedder flags."""
+def add_model_arguments(group: argparse._ArgumentGroup, *, verifier: bool = True, embedder: bool = True,
+                        device: bool = True) -> None:
+    """--profile, --models-dir, the judge flags, and (when asked) the verifier and embedder flags and
+    --device / --batch-size (``retrieval`` has its own, for its retrievers). Their destinations are the
+    fields of :class:`offline_eval.run.config.ModelChoice`."""
     group.add_argument("--profile", help="gpu, cpu, starter or a manifest path (default: $OFFLINE_EVAL_PROFILE, "
                                          "else the first provisioned of gpu (with CUDA), cpu, starter)")
     group.add_argument("--models-dir", type=Path, help="root of the profile's model folders")
@@ -63,6 +66,10 @@ def add_model_arguments(group: argparse._ArgumentGroup, *, verifier: bool = True
         group.add_argument("--hhem-tokenizer", help="flan-t5-base folder (tokenizer + config) for HHEM")
     if embedder:
         group.add_argument("--embedder", help="sentence-transformers model folder")
+    if device:
+        group.add_argument("--device", help="cpu, cuda, cuda:0, ...")
+        group.add_argument("--batch-size", type=positive_int,
+                           help="batch size of each backend call (HHEM, embedder, transformers judge)")
     group.add_argument("--no-verify", action="store_true",
                        help="do not check model files against their manifest's sha256s before loading (the "
                             "manifest's hashes are then trusted as the models' identity; recorded in run.json)")

@@ -128,7 +128,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                      help="metrics scored on the answers (default completeness,hallucination,faithfulness)")
     e2e.add_argument("--answer-limit", type=positive_int, default=None, help="answer only the first N queries")
     from offline_eval.cli_models import add_cache_arguments, add_model_arguments
-    add_model_arguments(e2e, embedder=False)
+    add_model_arguments(e2e, embedder=False, device=False)
     e2e.add_argument("--max-tokens", type=positive_int, default=256, help="longest judge output (default 256)")
     add_cache_arguments(e2e)
     parser.add_argument("--output", type=Path, default=Path("retrieval-results"),

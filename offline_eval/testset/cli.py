@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from offline_eval.cli_models import (
-    add_cache_arguments, add_model_arguments, apply_threads, open_cache, positive_int,
+    add_cache_arguments, add_model_arguments, apply_threads, open_cache,
 )
 from offline_eval.testset import QUESTION_TYPES
 
@@ -84,8 +84,6 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("--seed", type=int, default=0, help="seed of the rule-based values of synthetic documents")
     models = p.add_argument_group("models (as for `offline-eval run`)")
     add_model_arguments(models, verifier=False, embedder=False)
-    models.add_argument("--device", help="cpu, cuda, cuda:0, ...")
-    models.add_argument("--batch-size", type=positive_int, help="judge batch size")
     out = p.add_argument_group("output")
     add_cache_arguments(out)
     out.add_argument("--rejected", type=Path,
