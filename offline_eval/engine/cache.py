@@ -396,9 +396,11 @@ class ResultCache:
         self.close()
 
     def close(self) -> None:
-        """Fold this process's journal into ``results`` and close the file."""
+        """Fold this process's journal into ``results`` and close the file (an in-memory cache is only
+        dropped)."""
         with self._lock:
             try:
-                self._end_journal()
+                if self.path is not None:
+                    self._end_journal()
             finally:
                 self._db.close()

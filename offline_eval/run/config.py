@@ -169,7 +169,7 @@ def known_options() -> list[str]:
     return EvalSettings.option_names() + sorted(metric_options())
 
 
-def read_rubrics(path: Path) -> dict[int, str] | dict[str, dict[int, str]]:
+def read_rubrics(path: Path) -> dict[str, dict[int, str]]:
     """``--rubrics FILE``: TOML or JSON, ``{reference_free|with_reference: {1..5: text}}``."""
     text = path.read_text(encoding="utf-8")
     data = tomllib.loads(text) if path.suffix == ".toml" else json.loads(text)
@@ -191,10 +191,6 @@ class Run:
     @property
     def starter(self) -> bool:
         return bool(self.info.get("starter"))
-
-    @property
-    def metric_names(self) -> list[str]:
-        return [m.name for m in self.metrics] + ([AGGREGATE] if self.aggregate else [])
 
     def execute(self, samples: list[Sample], output: str | Path, *, cache: ResultCache | None = None,
                 progress: ProgressFactory | None = None, run_info: Mapping[str, Any] | None = None,
