@@ -84,13 +84,15 @@ def add_metric_option_arguments(parser: argparse.ArgumentParser) -> None:
     group = parser.add_argument_group("metric options (each applies when its metric runs)")
     for name, cls in sorted(metric_classes().items()):
         types = option_types(cls)
+        direction = "higher is better" if cls.higher_is_better else "lower is better"
         for public, field in option_names(cls).items():
             default = field.default if field.default is not dataclasses.MISSING else None
             shown = ",".join(f"{v:g}" for v in default) if isinstance(default, tuple) else default
             group.add_argument(f"--{public.replace('_', '-')}", dest=public,
                                type=_option_type(types[field.name], field),
                                metavar=field.metadata.get("metavar", field.name.upper()),
-                               help=f"{name}: {field.metadata.get('help', field.name)} (default {shown})")
+                               help=f"{name} ({direction}): {field.metadata.get('help', field.name)} "
+                                    f"(default {shown})")
 
 
 def add_run_parser(subparsers: Any) -> argparse.ArgumentParser:

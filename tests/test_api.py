@@ -120,6 +120,7 @@ def test_a_metric_from_a_module_outside_the_package_runs_through_the_cli_and_the
     fresh = subprocess.run([sys.executable, "-m", "offline_eval.cli", "run", "--plugin", str(plugin), "--help"],
                            capture_output=True, text=True, cwd=REPO)  # a process that has not imported it yet
     assert fresh.returncode == 0 and "--answer-words-longer-than" in fresh.stdout
+    assert "answer_words (lower is better): count only words longer than this" in " ".join(fresh.stdout.split())
     longer = offline_eval.evaluate([{"id": "a", "question": "q", "answer": "a few longer words", "contexts": ["c"]}],
                                    metrics=["answer_words"], cache=False, answer_words_longer_than=3)
     assert longer.summary["metrics"]["answer_words"]["mean"] == 2.0
