@@ -79,7 +79,7 @@ def add_metric_option_arguments(parser: argparse.ArgumentParser) -> None:
     ``<metric>_<field>`` (also its TOML key and API keyword); plugins imported before the parser is
     built (:func:`main`) get theirs too."""
     from offline_eval.metrics import metric_classes
-    from offline_eval.metrics.base import option_names, option_types
+    from offline_eval.metrics.base import option_flag, option_names, option_types
 
     group = parser.add_argument_group("metric options (each applies when its metric runs)")
     for name, cls in sorted(metric_classes().items()):
@@ -88,8 +88,9 @@ def add_metric_option_arguments(parser: argparse.ArgumentParser) -> None:
         for public, field in option_names(cls).items():
             default = field.default if field.default is not dataclasses.MISSING else None
             shown = ",".join(f"{v:g}" for v in default) if isinstance(default, tuple) else default
-            group.add_argument(f"--{public.replace('_', '-')}", dest=public,
-                               type=_option_type(types[field.name], field),
+            shown = "none" if shown is None else shown
+            group.add_argument(option_flag(public, field), dest=public,
+                               type=field.metadata.get("parse") or _option_type(types[field.name], field),
                                metavar=field.metadata.get("metavar", field.name.upper()),
                                help=f"{name} ({direction}): {field.metadata.get('help', field.name)} "
                                     f"(default {shown})")
@@ -124,7 +125,6 @@ def add_run_parser(subparsers: Any) -> argparse.ArgumentParser:
                       help="judge verdicts as P(Yes) from log-probabilities (options) or as JSON with reasons (generate)")
     what.add_argument("--max-tokens", type=positive_int, help="longest judge output, in tokens (default 768)")
     what.add_argument("--weights", type=_weights, metavar="metric=w,...", help="weights of the aggregate")
-    what.add_argument("--rubrics", type=Path, help="TOML/JSON rubrics: {reference_free|with_reference: {1..5: text}}")
     what.add_argument("--verdict-score", choices=["probability", "threshold"],
                       help="shares of verdicts as expected shares, the mean P(supported) (probability, the default), "
                            "or as shares of verdicts at P >= 0.5 (threshold, as Ragas)")
@@ -182,15 +182,15 @@ def _merge_config(args: argparse.Namespace, parser: argparse.ArgumentParser) -> 
     except (OSError, tomllib.TOMLDecodeError) as exc:
         raise SystemExit(f"offline-eval: cannot read config {args.config}: {exc}")
     config = config.get("run", config)
-    known = {a.dest: a for a in parser._actions}
+    known = {a.dest: a for a in parser._actions}  # a key is named like a flag or like its destination
+    flags = {o.lstrip("-").replace("-", "_"): a.dest for a in parser._actions for o in a.option_strings}
     from offline_eval.metrics import load_plugins, metric_options
 
     plugins = config.get("plugin", [])
     load_plugins([plugins] if isinstance(plugins, str) else plugins)  # their metrics' options are settings too
     for key, value in config.items():
         dest = key.replace("-", "_")
-        if dest == "map":
-            dest = "mapping"
+        dest = flags.get(dest, dest)
         if dest not in known and dest in metric_options():  # an option of a metric the file's plugin registers
             setattr(args, dest, getattr(args, dest, None) or value)
             continue
@@ -207,7 +207,7 @@ def _merge_config(args: argparse.Namespace, parser: argparse.ArgumentParser) -> 
                     raise SystemExit(f"offline-eval: {args.config}: {key}: {exc}") from None
             elif dest == "metrics" and isinstance(value, str):
                 value = _csv(value)
-            elif dest in ("output", "cache", "rubrics", "models_dir"):
+            elif dest in ("output", "cache", "models_dir"):
                 value = Path(value)
             setattr(args, dest, value)
     return args
@@ -299,7 +299,7 @@ def _print_summary(summary: dict[str, Any]) -> None:
 def cmd_metrics(args: argparse.Namespace) -> int:
     """``offline-eval metrics``: each metric, what it needs and uses, its direction, and its options."""
     from offline_eval.metrics import metric_classes
-    from offline_eval.metrics.base import option_names
+    from offline_eval.metrics.base import option_flag, option_names
 
     for name, cls in sorted(metric_classes().items()):
         needs = ", ".join(cls.requires) or "-"
@@ -307,7 +307,7 @@ def cmd_metrics(args: argparse.Namespace) -> int:
         direction = "higher is better" if cls.higher_is_better else "lower is better"
         print(f"{name:<30} needs {needs:<45} uses {roles:<28} {direction:<17} {cls.description}")
         for public, field in option_names(cls).items():
-            print(f"{'':<32}--{public.replace('_', '-')} ({field.name}, default {field.default!r}): "
+            print(f"{'':<32}{option_flag(public, field)} ({field.name}, default {field.default!r}): "
                   f"{field.metadata.get('help', '')}")
     print(f"{'aggregate':<30} weighted harmonic mean of the other chosen metrics (ragas_score)")
     return 0

@@ -12,6 +12,7 @@ from offline_eval.metrics.ragas import (
     AnswerCorrectness, AnswerRelevancy, AnswerSimilarity, ContextEntityRecall, ContextPrecision,
     ContextRecall, ContextRelevance, ContextRelevanceEmbedding, ContextUtilization, Faithfulness,
     HallucinationRate, NoiseSensitivityIrrelevant, NoiseSensitivityRelevant, RubricsScore, average_precision,
+    read_rubrics,
 )
 from offline_eval.metrics.settings import EvalSettings
 from offline_eval.runtime.hashing_embedder import HashingEmbedder
@@ -236,6 +237,38 @@ def test_rubrics_score_options_and_json():
     result = score(RubricsScore(), Sample(id="x", question="q", answer="a"), models(judge_json),
                    ragas(verdicts="generate"))
     assert result.value == 2.0 and result.metadata["rubric"] == "reference_free"
+
+
+def test_rubrics_of_your_own_from_a_file_through_the_flag_and_a_config_file(tmp_path):
+    from offline_eval.cli import main
+
+    rubrics = tmp_path / "rubrics.toml"
+    rubrics.write_text('[reference_free]\n1 = "Nonsense."\n5 = "Zebra-grade answer."\n', encoding="utf-8")
+    assert read_rubrics(rubrics) == {"reference_free": {1: "Nonsense.", 5: "Zebra-grade answer."}}
+    judge = ScriptedJudge(script={"options": [{"match": "Zebra-grade answer.", "probs": {
+        "1": 0.0, "2": 0.0, "3": 0.0, "4": 0.1, "5": 0.9}}], "default_probs": {"1": 1.0}})
+    metric = RubricsScore(rubrics=read_rubrics(rubrics))
+    assert score(metric, Sample(id="x", question="q", answer="a"), models(judge)).value == 5.0
+    assert metric.config() == {"rubrics": {"reference_free": {1: "Nonsense.", 5: "Zebra-grade answer."}}}
+    data = tmp_path / "d.jsonl"
+    data.write_text('{"id": "x", "question": "q", "answer": "a"}\n', encoding="utf-8")
+    config = tmp_path / "eval.toml"
+    config.write_text(f"rubrics = {json.dumps(str(rubrics))}\n", encoding="utf-8")
+    seen = {}
+    for how, extra in (("flag", ["--rubrics", str(rubrics)]), ("config", ["--config", str(config)])):
+        out = tmp_path / how
+        assert main(["run", "--dataset", str(data), "--profile", "starter", "--judge-backend", "scripted",
+                     "--judge", str(_script_file(tmp_path)), "--metrics", "rubrics_score", "--no-cache",
+                     "--quiet", "--no-report", "--output", str(out), *extra]) == 0
+        seen[how] = json.loads((out / "results.jsonl").read_text())["scores"]["rubrics_score"]["value"]
+    assert seen == {"flag": 5.0, "config": 5.0}
+
+
+def _script_file(folder):
+    path = folder / "judge.json"
+    path.write_text(json.dumps({"options": [{"match": "Zebra-grade answer.", "probs": {
+        "1": 0.0, "2": 0.0, "3": 0.0, "4": 0.1, "5": 0.9}}], "default_probs": {"1": 1.0}}), encoding="utf-8")
+    return path
 
 
 def test_noise_sensitivity_relevant_and_irrelevant():

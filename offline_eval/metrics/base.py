@@ -123,7 +123,8 @@ class Metric:
     summary.json; reports, gates and comparisons read it from there).
 
     ``Options``: a dataclass of the metric's own settings. Each field is a ``run`` flag
-    ``--<name>-<field>`` (its ``metadata["help"]`` the flag's help), a TOML key and an ``evaluate``
+    ``--<name>-<field>`` (:func:`option_flag`; its ``metadata``: ``help``, ``metavar``, ``flag`` for
+    another name, ``parse`` for a value that is not a number or text), a TOML key and an ``evaluate``
     keyword ``<name>_<field>`` (:func:`option_names`); the values enter the run's fingerprint and the
     signature of a calibration. ``self.options`` holds them: ``Metric(options)`` or ``Metric(field=...)``.
     """
@@ -160,6 +161,11 @@ class Metric:
 def option_names(cls: type[Metric]) -> dict[str, dataclasses.Field]:
     """A metric's options by their public name, ``<metric>_<field>``."""
     return {f"{cls.name}_{f.name}": f for f in dataclasses.fields(cls.Options)}
+
+
+def option_flag(public: str, field: dataclasses.Field) -> str:
+    """The ``run`` flag of an option: ``--<metric>-<field>``, unless its ``metadata["flag"]`` names another."""
+    return field.metadata.get("flag") or "--" + public.replace("_", "-")
 
 
 def option_types(cls: type[Metric]) -> dict[str, Any]:

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import json
 import re
+import tomllib
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, ClassVar
 
 import numpy as np
@@ -354,8 +357,14 @@ class RubricsScore(SampleMetric):
     roles = frozenset({"judge"})
     description = "1-5 score against a rubric (with the reference when the sample has one)"
 
+    @dataclass(frozen=True)
+    class Options:
+        rubrics: dict[str, dict[int, str]] | None = field(default=None, metadata={
+            "help": "a TOML/JSON file of rubrics, {reference_free|with_reference: {1..5: text}} (none: the built-in ones)",
+            "flag": "--rubrics", "parse": lambda path: read_rubrics(Path(path)), "metavar": "FILE"})
+
     def compute(self, sample, ctx, lang):
-        rubrics = ctx.rubrics or DEFAULT_RUBRICS
+        rubrics = self.options.rubrics or DEFAULT_RUBRICS
         kind = "with_reference" if sample.ground_truth else "reference_free"
         rubric = rubrics.get(kind) or DEFAULT_RUBRICS[kind]
         reference_block = (f"Reference: {sample.ground_truth}\n" if lang == "en" else f"参考答案：{sample.ground_truth}\n") \
@@ -374,6 +383,13 @@ class RubricsScore(SampleMetric):
         if isinstance(got, JsonAnswer):
             return Score.unscored("judge_unparseable", got.problem or "", raw=got.raw)
         return got[0]
+
+
+def read_rubrics(path: Path) -> dict[str, dict[int, str]]:
+    """A rubrics file, TOML or JSON: ``{reference_free|with_reference: {1..5: text}}``."""
+    text = path.read_text(encoding="utf-8")
+    data = tomllib.loads(text) if path.suffix == ".toml" else json.loads(text)
+    return {kind: {int(k): str(v) for k, v in table.items()} for kind, table in data.items()}
 
 
 # --- noise sensitivity ----------------------------------------------------------------------------

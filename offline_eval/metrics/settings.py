@@ -39,7 +39,6 @@ class EvalSettings:
     statements_per_call: int = 8  # claims verified per JSON call, so verdict lists are never cut off
     max_tokens: int = 768
     aggregate_weights: dict[str, float] = field(default_factory=dict)  # empty: equal weights
-    rubrics: dict[str, dict[int, str]] | None = None  # user rubrics; None: the defaults
     keypoint_max: int = 14
 
     # option name -> field, where the flag's name is shorter (--weights)

@@ -16,8 +16,6 @@ raised by :func:`build_run`, before any model loads.
 
 from __future__ import annotations
 
-import json
-import tomllib
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping
@@ -144,8 +142,6 @@ class RunConfig:
         """From a command's parsed flags (``run``, ``agreement``, ``retrieval --answer``): each reads the
         flags it has."""
         options = {name: getattr(args, name) for name in known_options() if hasattr(args, name)}
-        if getattr(args, "rubrics", None):
-            options["rubrics"] = read_rubrics(Path(args.rubrics))
         fail_under = getattr(args, "fail_under", None)
         if isinstance(fail_under, str):
             from offline_eval.report.gating import parse_thresholds
@@ -167,13 +163,6 @@ class RunConfig:
 def known_options() -> list[str]:
     """Every name a run option goes by: the judging settings, then each metric's own options."""
     return EvalSettings.option_names() + sorted(metric_options())
-
-
-def read_rubrics(path: Path) -> dict[str, dict[int, str]]:
-    """``--rubrics FILE``: TOML or JSON, ``{reference_free|with_reference: {1..5: text}}``."""
-    text = path.read_text(encoding="utf-8")
-    data = tomllib.loads(text) if path.suffix == ".toml" else json.loads(text)
-    return {kind: {int(k): str(v) for k, v in table.items()} for kind, table in data.items()}
 
 
 @dataclass
