@@ -18,6 +18,7 @@ import importlib
 import logging
 import sys
 import tomllib
+import types
 import typing
 from pathlib import Path
 from typing import Any, Callable
@@ -53,10 +54,21 @@ def _numbers(text: str) -> tuple[float, ...]:
         raise argparse.ArgumentTypeError(f"expected numbers separated by commas, got {text!r}") from None
 
 
+def _boolean(text: str) -> bool:
+    value = {"true": True, "yes": True, "1": True, "false": False, "no": False, "0": False}.get(text.lower())
+    if value is None:
+        raise argparse.ArgumentTypeError(f"expected true or false, got {text!r}")
+    return value
+
+
 def _option_type(kind: Any, field: Any) -> Callable[[str], Any]:
-    """The argparse type of a metric option from its annotation: whole numbers (>= ``metadata["minimum"]``),
-    numbers, tuples of numbers (comma-separated, as many as the default has), text."""
-    kind = next((k for k in typing.get_args(kind) if k is not type(None)), kind)  # X | None: X
+    """The argparse type of a metric option from its annotation: true/false, whole numbers (at least 1
+    when ``metadata["minimum"]`` is 1), numbers, tuples of numbers (comma-separated, as many as the
+    default has), text."""
+    if typing.get_origin(kind) in (typing.Union, types.UnionType):  # X | None: X
+        kind = next(k for k in typing.get_args(kind) if k is not type(None))
+    if kind is bool:
+        return _boolean
     if kind is int:
         return positive_int if field.metadata.get("minimum") == 1 else int
     if kind is float:
@@ -83,17 +95,17 @@ def add_metric_option_arguments(parser: argparse.ArgumentParser) -> None:
 
     group = parser.add_argument_group("metric options (each applies when its metric runs)")
     for name, cls in sorted(metric_classes().items()):
-        types = option_types(cls)
+        hints = option_types(cls)
         direction = "higher is better" if cls.higher_is_better else "lower is better"
         for public, field in option_names(cls).items():
             default = field.default if field.default is not dataclasses.MISSING else None
             shown = ",".join(f"{v:g}" for v in default) if isinstance(default, tuple) else default
             shown = "none" if shown is None else shown
             group.add_argument(option_flag(public, field), dest=public,
-                               type=field.metadata.get("parse") or _option_type(types[field.name], field),
+                               type=field.metadata.get("parse") or _option_type(hints[field.name], field),
                                metavar=field.metadata.get("metavar", field.name.upper()),
                                help=f"{name} ({direction}): {field.metadata.get('help', field.name)} "
-                                    f"(default {shown})")
+                                    f"(default {shown})".replace("%", "%%"))
 
 
 def add_run_parser(subparsers: Any) -> argparse.ArgumentParser:

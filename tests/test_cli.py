@@ -147,3 +147,27 @@ def test_a_config_file_value_gets_the_flags_own_check(tmp_path):
     with pytest.raises(SystemExit) as stop:
         main(["run", "--config", str(config)])
     assert "batch_size: expected a whole number >= 1, got 0" in str(stop.value)
+
+
+def test_metric_option_flags_read_their_values_by_the_option_s_type():
+    """Metric.Options fields become run flags whose values are checked by the field's type."""
+    import argparse
+    import dataclasses
+
+    from offline_eval.cli import _option_type
+
+    @dataclasses.dataclass(frozen=True)
+    class Options:
+        strict: bool = False
+        n: int = dataclasses.field(default=3, metadata={"minimum": 1})
+        weights: tuple[float, float] = (0.75, 0.25)
+        label: str = "x"
+
+    fields = {f.name: f for f in dataclasses.fields(Options)}
+    types = {name: _option_type(kind, fields[name]) for name, kind in
+             {"strict": bool, "n": int, "weights": tuple[float, float], "label": str}.items()}
+    assert types["strict"]("yes") is True and types["strict"]("False") is False
+    assert types["n"]("2") == 2 and types["weights"]("1,0") == (1.0, 0.0) and types["label"]("a b") == "a b"
+    for name, bad in (("strict", "maybe"), ("n", "0"), ("weights", "1,2,3")):
+        with pytest.raises(argparse.ArgumentTypeError):
+            types[name](bad)
