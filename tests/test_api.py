@@ -134,6 +134,7 @@ def test_a_metric_from_a_module_outside_the_package_runs_through_the_cli_and_the
     assert main(["run", "--dataset", str(EXAMPLES), "--config", str(config), "--output", str(tmp_path / "toml")]) == 0
     by_flag, by_file = (json.loads((folder / "summary.json").read_text())["metrics"]["answer_words"]["mean"]
                         for folder in (flagged, tmp_path / "toml"))
+    assert json.loads((flagged / "run.json").read_text())["metric_options"] == {"answer_words": {"longer_than": 3}}
     assert by_flag == by_file < entry["mean"]
     capsys.readouterr()
     # a plugin that cannot be imported, or that takes a built-in name: one line each

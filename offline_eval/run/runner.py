@@ -117,7 +117,8 @@ class RunSink:
         self.identities, self.aggregate = identities, aggregate
         self.fingerprint = run_fingerprint(samples, metrics, settings, identities, aggregate)
         self.info = {**(run_info or {}), "started": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-                     "models": identities, "metrics": [m.name for m in metrics], "settings": settings.fingerprint()}
+                     "models": identities, "metrics": [m.name for m in metrics], "settings": settings.fingerprint(),
+                     "metric_options": {m.name: m.config() for m in metrics if m.config()}}
         self.done = folder.open(self.fingerprint, self.info, overwrite=overwrite)
         self.todo = [s for s in samples if s.id not in self.done]
 
