@@ -185,3 +185,19 @@ def test_a_damaged_journal_record_is_recomputed_and_counted(tmp_path: Path) -> N
     _edit(path, f"UPDATE {journal} SET value = '[7.0]' WHERE key = 'k2'")
     assert cache.get_many(["k1", "k2"]) == {"k1": [1.0]} and cache.repaired == 1
     cache.close()
+
+
+def test_a_fold_that_fails_at_close_leaves_the_journal_to_the_next_run(tmp_path: Path, caplog) -> None:
+    path = tmp_path / "cache.sqlite"
+    cache = ResultCache(path)
+    cache.put_many("embed", [("k1", [1.0])])
+
+    def full_disk(journal: str) -> bool:
+        raise sqlite3.OperationalError("database or disk is full")
+
+    cache._fold = full_disk  # as a full disk makes the one sorted pass fail
+    cache.close()  # no exception: the run that wrote the answers has finished
+    assert "folded in by the next run" in caplog.text
+    with ResultCache(path) as again:  # the journal's lock was released: it is an orphan, folded here
+        assert again.get_many(["k1"]) == {"k1": [1.0]}
+    assert _tables(path) == ["results"]

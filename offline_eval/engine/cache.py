@@ -231,6 +231,12 @@ class ResultCache:
             raise _damaged(self.path, exc) from None
         if self._journal_lock is not None:
             self._lock_path(self._journal).unlink(missing_ok=True)
+        self._release_journal()
+
+    def _release_journal(self) -> None:
+        """Forget this process's journal and release its lock (its table, if still there, is then an
+        orphan that the next opener folds)."""
+        if self._journal_lock is not None:
             self._journal_lock.close()
         self._journal, self._journal_lock, self._index, self._next_rowid = None, None, _JournalIndex(), 1
 
@@ -402,10 +408,15 @@ class ResultCache:
 
     def close(self) -> None:
         """Fold this process's journal into ``results`` and close the file (an in-memory cache is only
-        dropped)."""
+        dropped). A fold that fails (a full disk) leaves the journal to the next process that opens the
+        file: the answers are kept, and the run that wrote them has finished."""
         with self._lock:
             try:
                 if self.path is not None:
                     self._end_journal()
+            except CacheDamaged as exc:
+                log.warning("%s; this run's answers stay in its journal, folded in by the next run on the file",
+                            exc)
+                self._release_journal()
             finally:
                 self._db.close()
