@@ -200,10 +200,11 @@ def _merge_config(args: argparse.Namespace, parser: argparse.ArgumentParser) -> 
 
     plugins = config.get("plugin", [])
     load_plugins([plugins] if isinstance(plugins, str) else plugins)  # their metrics' options are settings too
+    options = metric_options()
     for key, value in config.items():
         dest = key.replace("-", "_")
         dest = flags.get(dest, dest)
-        if dest not in known and dest in metric_options():  # an option of a metric the file's plugin registers
+        if dest not in known and dest in options:  # an option of a metric the file's plugin registers
             setattr(args, dest, getattr(args, dest, None) or value)
             continue
         if dest not in known:

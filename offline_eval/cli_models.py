@@ -2,7 +2,8 @@
 model, calibration and cache flags, and the cache they open. The flags become models through
 :class:`offline_eval.run.config.ModelChoice` (whose fields are named as the flags' destinations).
 
-Only argparse is imported at module level, so registering a command stays cheap.
+Only argparse and the backend declarations (no model library) are imported at module level, so
+registering a command stays cheap.
 """
 
 from __future__ import annotations

@@ -37,18 +37,26 @@ def register_metric(cls: type[Metric]) -> type[Metric]:
 
 def load_plugins(specs: Iterable[str]) -> None:
     """Import each plugin: a module name on the Python path, or a ``.py`` file; their metrics register
-    themselves. A plugin that cannot be imported raises ValueError with one line naming it."""
+    themselves. Like an import, a plugin already loaded from the same file is not run again (the CLI
+    meets a plugin before its parser is built, in a --config file and in the run's setup). A plugin
+    that cannot be imported raises ValueError with one line naming it."""
     for spec in specs:
         try:
             if spec.endswith(".py") or "/" in spec:
                 path = Path(spec).expanduser().resolve()
                 name = f"offline_eval_plugin_{path.stem}"
+                if getattr(sys.modules.get(name), "__file__", None) == str(path):
+                    continue
                 loader = importlib.util.spec_from_file_location(name, path)
                 if loader is None or not path.is_file():
                     raise FileNotFoundError(f"no such file {path}")
                 module = importlib.util.module_from_spec(loader)
                 sys.modules[name] = module
-                loader.loader.exec_module(module)  # type: ignore[union-attr]
+                try:
+                    loader.loader.exec_module(module)  # type: ignore[union-attr]
+                except BaseException:
+                    del sys.modules[name]  # a plugin that failed is tried again, as a failed import is
+                    raise
             else:
                 importlib.import_module(spec)
         except Exception as exc:  # one line for the user, whatever the plugin did
