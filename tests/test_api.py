@@ -154,3 +154,67 @@ def test_a_metric_from_a_module_outside_the_package_runs_through_the_cli_and_the
     load_plugins([str(counted), str(counted)])
     load_plugins([str(counted)])
     assert counted.with_suffix(".runs").read_text() == "x"
+
+
+# --- rows as pandas and numpy hold them (issue #33) -------------------------------------------------
+
+ROWS = [
+    {"id": "a", "question": "Where is Paris?", "answer": "Paris is in France.",
+     "contexts": ["Paris is the capital of France.", "France is in Europe."],
+     "ground_truth": "Paris is in France.", "keypoints": ["France"], "score": 0.5},
+    {"id": "b", "question": "Where is Rome?", "answer": None, "contexts": [],
+     "ground_truth": None, "keypoints": None, "score": None},
+    {"id": "c", "question": "Where is Madrid?", "answer": "Madrid is in Spain.",
+     "contexts": ["Madrid is in Spain."], "ground_truth": "Spain.", "keypoints": ["Spain", "capital"],
+     "score": 1.0},
+]
+
+
+def _scored(data, **kwargs):
+    result = offline_eval.evaluate(data, ["rouge_l"], cache=False, **kwargs)
+    return [(r["id"], r["sample"], r["scores"]) for r in result.rows]
+
+
+def test_a_dataframe_read_with_read_parquet_scores_like_the_same_jsonl(tmp_path):
+    pd = pytest.importorskip("pandas")
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    pq.write_table(pa.Table.from_pylist(ROWS), tmp_path / "rows.parquet")
+    frame = pd.read_parquet(tmp_path / "rows.parquet")
+    assert type(frame["contexts"][0]).__module__ == "numpy"  # what made the truth value ambiguous
+    jsonl = tmp_path / "rows.jsonl"
+    jsonl.write_text("".join(json.dumps(row) + "\n" for row in ROWS), encoding="utf-8")
+    from_frame = _scored(frame)
+    assert from_frame == _scored(jsonl)
+    assert from_frame[0][1]["contexts"] == ROWS[0]["contexts"]
+    assert from_frame[0][2]["rouge_l"]["value"] == pytest.approx(1.0)
+
+
+def test_numpy_arrays_and_scalars_in_rows_are_read_as_lists_and_python_values(tmp_path):
+    np = pytest.importorskip("numpy")
+    arrays = [{key: (np.array(value, dtype=object) if isinstance(value, list)
+                     else np.str_(value) if isinstance(value, str)
+                     else np.float64("nan") if value is None else np.float64(value))
+               for key, value in row.items()} for row in ROWS]
+    arrays[2]["id"] = np.int64(7)  # a numeric id column
+    expected = _scored(ROWS)
+    expected[2] = ("7", {**expected[2][1], "id": "7"}, expected[2][2])
+    assert _scored(arrays) == expected
+    assert json.dumps(expected)  # extra values are plain Python, ready for results.jsonl
+
+
+@pytest.mark.parametrize("value, field, needle", [
+    ("np.array([1.5, 2.5])", "contexts", "item 1 of the list is a number, expected a string"),
+    ("np.array(['x', 'y'])", "question", "expected a string, got a list"),
+    ("np.bool_(True)", "answer", "expected a string, got a boolean"),
+    ("np.array([[1]])", "id", "expected a string or a number, got a list"),
+    ("np.datetime64('2020-01-01')", "ground_truth", "expected a string, got date"),
+])
+def test_a_numpy_value_of_the_wrong_type_names_its_row_and_field(value, field, needle):
+    np = pytest.importorskip("numpy")
+    rows = [dict(ROWS[0]), {**ROWS[2], field: eval(value, {"np": np})}]
+    with pytest.raises(offline_eval.api.DataError) as caught:
+        offline_eval.evaluate(rows, ["rouge_l"], cache=False)
+    message = str(caught.value)
+    assert message == f"data, row 2, field '{field}': {needle}", message

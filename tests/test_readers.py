@@ -492,3 +492,151 @@ def test_example_dataset_has_the_promised_mix() -> None:
     assert sum(sample.reference_contexts is not None for sample in samples) >= 3
     assert any("don't know" in (sample.answer or "") for sample in samples)
     assert len({sample.extra["domain"] for sample in samples}) >= 4
+
+
+# --------------------------------------------------------------------------- broken quoting (issue #33)
+
+CSV_HEADER = "id,question,answer,ground_truth\n"
+
+
+@pytest.mark.parametrize("name, body, row, line, needle", [
+    # the closing quote after "Z?" is missing: the next quote closes the field and text follows it
+    ("unclosed_then_text.csv", '1,"What is Z?,"Z is W.",gt\n2,q2,a2,g2\n', 1, 2,
+     "text follows the closing quote of a quoted field on line 2"),
+    # a stray quote opening an unquoted cell
+    ("stray_open.csv", '1,q1,a1,g1\n2,"Hamlet" is a play,a2,g2\n', 2, 3,
+     "text follows the closing quote"),
+    ("stray_open.tsv", '1\tq1\ta1\tg1\n2\t"Hamlet" is a play\ta2\tg2\n', 2, 3,
+     "text follows the closing quote"),
+    # a quote never closed swallows every line after it
+    ("runs_to_eof.csv", '1,q1,a1,g1\n2,"What is Z?,a2,g2\n3,q3,a3,g3\n4,q4,a4,g4\n', 2, 3,
+     "a quoted field is never closed: it runs from line 3 to the end of the file (line 5)"),
+    # ... or the lines up to a later quote that happens to close it cleanly
+    ("swallows_lines.csv", '1,"What is Z?,Z is W.,gt1\n2,What is Y?,Y is V.",gt2\n', 1, 2,
+     "the record has 3 cells but the header has 4 columns; a quoted field runs from line 2 to line 3"),
+    ("too_few_cells.csv", '1,q1,a1,g1\n2,q2,a2\n', 2, 3,
+     "the record has 3 cells but the header has 4 columns (is a cell missing?"),
+    ("too_many_cells.tsv", '1\tq1\ta1\tg1\tx\n', 1, 2,
+     "the record has 5 cells but the header has 4 columns (is the delimiter a tab?"),
+])
+def test_broken_csv_quoting_is_an_error_naming_the_line_the_record_starts_on(
+        tmp_path: Path, name: str, body: str, row: int, line: int, needle: str) -> None:
+    path = tmp_path / name
+    path.write_text(CSV_HEADER.replace(",", "\t") + body if name.endswith(".tsv")
+                    else CSV_HEADER + body, encoding="utf-8")
+    message = _error_for(path)
+    kind = "TSV" if name.endswith(".tsv") else "CSV"
+    assert f"row {row}: malformed {kind} on line {line}: " in message, message
+    assert needle in message, message
+
+
+def test_skip_bad_rows_lists_a_broken_csv_record_and_reads_the_lines_it_swallowed(
+        tmp_path: Path) -> None:
+    path = tmp_path / "broken.csv"
+    path.write_text(CSV_HEADER + '1,q1,a1,g1\n2,q2,a2\n3,"Hamlet" is a play,a3,g3\n4,q4,a4,g4\n'
+                    '5,"What is Z?,a5,g5\n6,q6,a6,g6\n7,q7,a7,g7\n', encoding="utf-8")
+    skipped: list[dict[str, Any]] = []
+    samples = read_dataset(path, skipped=skipped)
+    assert [(s.id, s.question, s.ground_truth, s.row) for s in samples] == [
+        ("1", "q1", "g1", 1), ("4", "q4", "g4", 4), ("6", "q6", "g6", 6), ("7", "q7", "g7", 7)]
+    assert [(bad["source"], bad["row"]) for bad in skipped] == [(str(path), 2), (str(path), 3),
+                                                                (str(path), 5)]
+    reasons = [bad["reason"] for bad in skipped]
+    assert "row 2: malformed CSV on line 3: the record has 3 cells" in reasons[0]
+    assert "row 3: malformed CSV on line 4: text follows the closing quote" in reasons[1]
+    assert ("row 5: malformed CSV on line 6: a quoted field is never closed: it runs from line 6 "
+            "to the end of the file (line 8)") in reasons[2]
+
+
+def test_valid_csv_and_tsv_quoting_reads_as_before(tmp_path: Path) -> None:
+    """Quoted delimiters, doubled quotes, multi-line cells, CRLF, blank lines, JSON list cells and
+    a quote inside an unquoted cell (real TSV files, such as BEGIN's, hold them) all still read."""
+    csv_path = tmp_path / "valid.csv"
+    csv_path.write_bytes(
+        b'id,question,contexts,ground_truth\r\n'
+        b'1,"Commas, and ""quotes""","[""a, b"", ""c\\nd""]","two\r\nlines"\r\n'
+        b'\r\n'
+        b'2,A 12" pizza?,,\r\n'
+        b'3,"multi\nline\n\nwith blank",plain chunk,"ends with a quote"""\r\n')
+    first, second, third = read_dataset(csv_path)
+    assert (first.question, first.contexts, first.ground_truth) == (
+        'Commas, and "quotes"', ["a, b", "c\nd"], "two\r\nlines")
+    assert (second.id, second.question, second.contexts, second.ground_truth) == (
+        "2", 'A 12" pizza?', None, None)
+    assert (third.question, third.contexts, third.ground_truth, third.row) == (
+        "multi\nline\n\nwith blank", ["plain chunk"], 'ends with a quote"', 3)
+    tsv_path = tmp_path / "begin_like.tsv"
+    tsv_path.write_text('knowledge\tresponse\n'
+                        'the 2000 film "Bring It On".\tit is mental suffering; torment."\n',
+                        encoding="utf-8")
+    (row,) = load_rows(tsv_path)
+    assert row == (1, {"knowledge": 'the 2000 film "Bring It On".',
+                       "response": 'it is mental suffering; torment."'})
+
+
+# --------------------------------------------------------------------------- JSON positions (issue #33)
+
+
+def test_truncated_json_line_reports_the_parsers_column(tmp_path: Path) -> None:
+    path = tmp_path / "cut.jsonl"
+    path.write_text('{"question": "a"}\n{"question": "What is X?", "answer"\n', encoding="utf-8")
+    message = _error_for(path)
+    assert "row 2: invalid JSON on line 2: Expecting ':' delimiter (column 36)" in message, message
+
+
+def test_truncated_json_file_reports_the_parsers_line_column_and_character(tmp_path: Path) -> None:
+    path = tmp_path / "cut.json"
+    path.write_text('[{"question": "a"},\n {"question": "What is X?"\n\n', encoding="utf-8")
+    message = _error_for(path)
+    assert "invalid JSON on line 2: Expecting ',' delimiter (column 27, character 47)" in message
+
+
+# --------------------------------------------------------------------------- printable messages (issue #33)
+
+HOSTILE_ID = "\x1b]0;owned\x07\x1b[2J\x9b31m\u202eid\x7f\r\n"
+
+
+def test_control_characters_from_the_data_are_escaped_in_every_error_message(
+        tmp_path: Path) -> None:
+    duplicated = _error_for(write_jsonl(tmp_path / "ids.jsonl", [
+        {"id": HOSTILE_ID, "question": "q"}, {"id": HOSTILE_ID, "question": "r"}]))
+    assert r"duplicate id '\x1b]0;owned\x07\x1b[2J\x9b31m\u202eid\x7f\r\n'" in duplicated
+    header = tmp_path / "header.csv"
+    header.write_text("question,\x1b[31mred\x1b[0m,\x1b[31mred\x1b[0m\nq,a,b\n", encoding="utf-8")
+    assert r"field '\x1b[31mred\x1b[0m': appears twice" in _error_for(header)
+    missing = _error_for(write_jsonl(tmp_path / "mapped.jsonl", [{"question": "q"}]),
+                         {"answer": "x\x1bz"})
+    assert r"mapping path 'x\x1bz' does not exist" in missing
+    for message in (duplicated, missing):
+        assert not any(ord(ch) < 32 or 127 <= ord(ch) < 160 or ch == "\u202e" for ch in message)
+
+
+def test_the_cli_prints_a_hostile_id_escaped(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    from offline_eval.cli import main
+
+    data = write_jsonl(tmp_path / "ids.jsonl", [
+        {"id": HOSTILE_ID, "question": "q", "answer": "a b", "ground_truth": "a b"},
+        {"id": HOSTILE_ID, "question": "q", "answer": "a c", "ground_truth": "a c"},
+        {"id": "ok", "question": "q", "answer": "a c", "ground_truth": "a c"}])
+    args = ["run", "--dataset", str(data), "--profile", "starter", "--metrics", "rouge_l",
+            "--quiet", "--no-cache", "--no-report"]
+    assert main(args + ["--output", str(tmp_path / "strict")]) == 2
+    err = capsys.readouterr().err
+    assert r"duplicate id '\x1b]0;owned\x07" in err and "\x1b" not in err and "\x07" not in err
+    assert err.count("\n") == 1, err
+    assert main(args + ["--output", str(tmp_path / "skip"), "--skip-bad-rows"]) == 0
+    captured = capsys.readouterr()
+    assert "skipped: " in captured.err and r"\x1b[2J" in captured.err
+    assert "\x1b" not in captured.err + captured.out
+
+
+def test_a_parquet_timestamp_column_is_kept_as_text_so_the_results_can_be_written(
+        tmp_path: Path) -> None:
+    import datetime
+
+    path = tmp_path / "dated.parquet"
+    pq.write_table(pa.Table.from_pylist([{"question": "q", "asked": datetime.datetime(2024, 5, 1, 9, 30),
+                                          "meta": {"day": datetime.date(2024, 5, 1)}}]), path)
+    (sample,) = read_dataset(path)
+    assert sample.extra == {"asked": "2024-05-01T09:30:00", "meta": {"day": "2024-05-01"}}
+    assert json.loads(json.dumps(sample.to_dict()))["asked"] == "2024-05-01T09:30:00"

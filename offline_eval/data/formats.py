@@ -11,7 +11,9 @@ Supported layouts, chosen by extension or folder contents:
 * ``.json`` - a list of row objects, or a column dict ``{field: [value, ...], ...}`` whose lists all
   have the same length. A ``.json`` file that is really JSON Lines is read as such.
 * ``.csv`` / ``.tsv`` - a header line, then one row per record. Every cell is a string; empty cells
-  become ``None`` (a missing value). Decoding JSON-encoded list cells happens in the readers.
+  become ``None`` (a missing value). Decoding JSON-encoded list cells happens in the readers. Broken
+  quoting (text after a closing quote, a quote never closed) and a record whose cell count is not
+  the header's are errors naming the line the record starts on, never silently shifted fields.
 * ``.parquet`` / ``.pq`` - read with pyarrow.
 * ``.arrow`` - a single Arrow IPC stream or file.
 * a folder written by Hugging Face ``datasets``' ``save_to_disk``: ``state.json`` lists the
@@ -28,9 +30,10 @@ from __future__ import annotations
 import csv
 import json
 import math
+from collections import deque
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 from offline_eval.data.schema import DataError
 
@@ -43,6 +46,9 @@ ARROW_SUFFIXES = (".arrow", ".feather", ".ipc")
 
 # Retrieved contexts easily exceed the csv module's default 128 KiB cell limit.
 _CSV_FIELD_LIMIT = 2**31 - 1
+
+# What JSON counts as whitespace (str.strip() would also take characters JSON rejects).
+_JSON_WHITESPACE = " \t\r\n"
 
 Row = dict[str, Any]
 
@@ -82,15 +88,16 @@ def iter_rows(path: str | Path, on_bad: Callable[[DataError], None] | None = Non
 
     Streaming formats (JSONL, CSV, TSV, Parquet, Arrow) are read lazily, so a caller that stops
     early (``--limit``) does not pay for the whole file. ``on_bad``: a JSON Lines row that is not
-    valid JSON is passed to it as a DataError and skipped, instead of stopping the read.
+    valid JSON, or a CSV/TSV record whose quoting or cell count is broken, is passed to it as a
+    DataError and skipped, instead of stopping the read.
     """
     path = Path(path)
     layout = detect_format(path)
     reader = {
         "jsonl": lambda p: _iter_jsonl(p, on_bad),
         "json": lambda p: _iter_json(p, on_bad),
-        "csv": lambda p: _iter_delimited(p, ","),
-        "tsv": lambda p: _iter_delimited(p, "\t"),
+        "csv": lambda p: _iter_delimited(p, ",", on_bad),
+        "tsv": lambda p: _iter_delimited(p, "\t", on_bad),
         "parquet": _iter_parquet,
         "arrow": _iter_arrow_file,
         "hf_datasets": _iter_hf_datasets,
@@ -138,7 +145,9 @@ def _iter_jsonl(path: Path, on_bad: Callable[[DataError], None] | None = None) -
                 continue
             row_number += 1
             try:
-                value = json.loads(line)
+                # Without its line break, so the parser's column for a line cut short is where the
+                # line ends, not column 1 of a line after it.
+                value = json.loads(line.rstrip(_JSON_WHITESPACE))
             except json.JSONDecodeError as exc:
                 error = DataError(f"invalid JSON on line {line_number}: {exc.msg} (column {exc.colno})",
                                   source=source, row=row_number)
@@ -153,13 +162,15 @@ def _iter_json(path: Path, on_bad: Callable[[DataError], None] | None = None) ->
     source = str(path)
     text = path.read_text(encoding="utf-8-sig")
     try:
-        document = json.loads(text)
+        # Trailing whitespace dropped, so a file cut short is reported where its text ends.
+        document = json.loads(text.rstrip(_JSON_WHITESPACE))
     except json.JSONDecodeError as exc:
         if exc.msg == "Extra data":  # several top-level values: JSON Lines under a .json name
             yield from _iter_jsonl(path, on_bad)
             return
         raise DataError(
-            f"invalid JSON on line {exc.lineno}: {exc.msg} (column {exc.colno})", source=source,
+            f"invalid JSON on line {exc.lineno}: {exc.msg} (column {exc.colno}, "
+            f"character {exc.pos + 1})", source=source,
         ) from None
     if isinstance(document, list):
         for index, value in enumerate(document, start=1):
@@ -197,42 +208,142 @@ def _iter_columns(columns: dict[str, list[Any]], source: str) -> Iterator[tuple[
 # --------------------------------------------------------------------------- CSV and TSV
 
 
-def _iter_delimited(path: Path, delimiter: str) -> Iterator[tuple[int, Row]]:
+class _NumberedLines:
+    """The physical lines of a file as the csv reader pulls them, each with its 1-based number.
+
+    ``record`` holds the lines of the record being read, so a bad record is named by the line it
+    starts on, and :meth:`read_again_after_first` hands all but its first line to the reader again:
+    a stray quote opens a quoted field that swallows the lines after it, which are rows of their own.
+    """
+
+    def __init__(self, handle: IO[str]):
+        self._handle = handle
+        self._count = 0
+        self._again: deque[tuple[int, str]] = deque()
+        self.record: list[tuple[int, str]] = []
+
+    def __iter__(self) -> _NumberedLines:
+        return self
+
+    def __next__(self) -> str:
+        if self._again:
+            numbered = self._again.popleft()
+        else:
+            text = next(self._handle)  # StopIteration: the end of the file
+            self._count += 1
+            numbered = (self._count, text)
+        self.record.append(numbered)
+        return numbered[1]
+
+    @property
+    def first(self) -> int:
+        return self.record[0][0] if self.record else self._count + 1
+
+    @property
+    def last(self) -> int:
+        return self.record[-1][0] if self.record else self._count
+
+    def read_again_after_first(self) -> None:
+        self._again.extendleft(reversed(self.record[1:]))
+
+
+def _quoting_problem(exc: csv.Error, lines: _NumberedLines) -> str:
+    """What a strict csv reader's error means, in words, with the lines the bad record spans."""
+    first, last = lines.first, lines.last
+    text = str(exc)
+    if text == "unexpected end of data":
+        return (f"a quoted field is never closed: it runs from line {first} to the end of the file "
+                f"(line {last}); is a closing quote missing?")
+    if text.endswith("expected after '\"'"):
+        problem = (f"text follows the closing quote of a quoted field on line {last} (a quote inside "
+                   'a field is written twice, "", and the field quoted)')
+        if last > first:
+            problem += (f"; the quoted field runs from line {first} to line {last}: is a closing quote "
+                        "missing?")
+        return problem
+    return text
+
+
+def _iter_delimited(path: Path, delimiter: str,
+                    on_bad: Callable[[DataError], None] | None = None) -> Iterator[tuple[int, Row]]:
+    """Rows of a CSV/TSV file, read with a strict csv reader so broken quoting is an error.
+
+    Broken quoting never shifts or merges fields silently. A record is bad when the reader finds
+    text after a closing quote, when a quoted field is still open at the end of the file, or when
+    its cell count differs from the header's (a missing or stray quote moves the delimiters). Each
+    bad record is a DataError naming the physical line it starts on; with ``on_bad`` it is passed
+    there and counted as a row, and when its quoting broke, its other lines are read again as
+    records of their own. A quote inside an unquoted field is kept as text, as every csv reader
+    (Python's, pandas') does: real TSV files hold them (``the 2000 film "Bring It On"``).
+    """
     source = str(path)
+    kind = "TSV" if delimiter == "\t" else "CSV"
     csv.field_size_limit(max(csv.field_size_limit(), _CSV_FIELD_LIMIT))
     with path.open(encoding="utf-8-sig", newline="") as handle:
-        reader = csv.reader(handle, delimiter=delimiter)
-        try:
-            header = next(reader, None)
-            if header is None:
-                return
-            header = [name.strip() for name in header]
-            seen: set[str] = set()
-            for column, name in enumerate(header, start=1):
-                if not name:
-                    raise DataError(f"header column {column} has no name", source=source,
-                                    row=None)
-                if name in seen:
-                    raise DataError("appears twice in the header", source=source, field=name)
-                seen.add(name)
-            row_number = 0
-            for cells in reader:
+        lines = _NumberedLines(handle)
+        reader = csv.reader(lines, delimiter=delimiter, strict=True)
+        header: list[str] | None = []
+        while header == []:  # blank lines before the header are skipped
+            lines.record = []
+            try:
+                header = next(reader, None)
+            except csv.Error as exc:
+                raise DataError(f"malformed {kind} header on line {lines.first}: "
+                                f"{_quoting_problem(exc, lines)}", source=source) from None
+        if header is None:
+            return
+        header = [name.strip() for name in header]
+        seen: set[str] = set()
+        for column, name in enumerate(header, start=1):
+            if not name:
+                raise DataError(f"header column {column} has no name", source=source, row=None)
+            if name in seen:
+                raise DataError("appears twice in the header", source=source, field=name)
+            seen.add(name)
+        row_number = 0
+        while True:
+            lines.record = []
+            try:
+                cells = next(reader, None)
+            except csv.Error as exc:
+                problem, read_again = _quoting_problem(exc, lines), True
+            else:
+                if cells is None:
+                    return
                 if not cells:
                     continue  # blank line
-                row_number += 1
-                if len(cells) > len(header):
-                    raise DataError(
-                        f"has {len(cells)} cells but the header has {len(header)} columns "
-                        f"(is the delimiter {'a tab' if delimiter == chr(9) else repr(delimiter)}?)",
-                        source=source, row=row_number,
-                    )
-                padded = cells + [""] * (len(header) - len(cells))
-                yield row_number, {
-                    name: (cell if cell != "" else None) for name, cell in zip(header, padded)
-                }
-        except csv.Error as exc:
-            raise DataError(f"malformed {'TSV' if delimiter == chr(9) else 'CSV'} near line "
-                            f"{reader.line_num}: {exc}", source=source) from None
+                if len(cells) != len(header) and len(lines.record) == 1 and not any(
+                        cell.strip() for cell in cells):
+                    continue  # a line of spaces, or of delimiters only, is blank too
+                if len(cells) == len(header):
+                    row_number += 1
+                    yield row_number, {
+                        name: (cell if cell != "" else None) for name, cell in zip(header, cells)
+                    }
+                    continue
+                problem, read_again = _cell_count_problem(cells, header, lines, delimiter), False
+            row_number += 1
+            error = DataError(f"malformed {kind} on line {lines.first}: {problem}", source=source,
+                              row=row_number)
+            if on_bad is None:
+                raise error
+            on_bad(error)
+            if read_again:
+                lines.read_again_after_first()
+
+
+def _cell_count_problem(cells: list[str], header: list[str], lines: _NumberedLines,
+                        delimiter: str) -> str:
+    """A record whose cell count is not the header's: a cell missing or too many, the wrong
+    delimiter, or a quote that is missing or stray, so a quoted field took in the lines after it."""
+    problem = f"the record has {len(cells)} cells but the header has {len(header)} columns"
+    if lines.last > lines.first:
+        return (f"{problem}; a quoted field runs from line {lines.first} to line {lines.last}: "
+                "is a quote missing or stray?")
+    named = "a tab" if delimiter == "\t" else repr(delimiter)
+    if len(cells) > len(header):
+        return f"{problem} (is the delimiter {named}? is a cell holding {named} not quoted?)"
+    return f"{problem} (is a cell missing? is the delimiter {named}?)"
 
 
 # --------------------------------------------------------------------------- Parquet and Arrow

@@ -13,15 +13,21 @@ How a raw row becomes a Sample, field by field:
    has no answer. A user mapping overrides the RAGEval path for the fields it names.
 3. **Aliases otherwise.** A field without a mapping takes the first alias of
    :data:`~offline_eval.data.schema.FIELD_ALIASES` that is present with a non-null value.
-4. **Everything else goes to ``Sample.extra`` untouched.** Keys left over inside an object that a
-   mapping read from (RAGEval's ``query.query_type``, ``ground_truth.doc_ids``) are kept under their
-   own name (``query_type``, ``doc_ids``) unless that name is a field name or alias or already
-   taken, in which case the dotted path is the name. An unused top-level key that is itself a
-   canonical field name (possible only when a mapping overrides it) is kept as ``original_<name>``
-   so it can never overwrite the real field in the output.
+4. **Everything else goes to ``Sample.extra`` untouched**, but for a value JSON cannot hold (a
+   Parquet timestamp), which becomes its text so the results file can be written. Keys left over
+   inside an object that a mapping read from (RAGEval's ``query.query_type``,
+   ``ground_truth.doc_ids``) are kept under their own name (``query_type``, ``doc_ids``) unless
+   that name is a field name or alias or already taken, in which case the dotted path is the name.
+   An unused top-level key that is itself a canonical field name (possible only when a mapping
+   overrides it) is kept as ``original_<name>`` so it can never overwrite the real field in the
+   output.
 
 Value rules:
 
+* Values are taken as a JSON reader gives them. A row of a pandas DataFrame (``pd.read_parquet``)
+  holds numpy arrays where a list is meant and numpy scalars, ``pd.NA`` or ``NaT`` for single
+  values: they are turned into lists, Python scalars and None before any rule below applies, so a
+  DataFrame is read exactly as the same data in JSON Lines.
 * Text fields (question, answer, ground_truth) take strings; numbers are turned into their text
   (``42`` -> ``"42"``, a reference answer is often numeric). Lists, objects and booleans are errors.
 * List fields (contexts, reference_contexts, keypoints) take lists of strings. A string holding a
@@ -43,6 +49,7 @@ the field.
 
 from __future__ import annotations
 
+import datetime
 import json
 import math
 from collections.abc import Callable, Iterable, Iterator
@@ -114,8 +121,9 @@ def read_dataset(
     JSON, values of the wrong type, mapping paths missing from a row, duplicate ids, and for a
     dataset with no rows or in which no row has any recognised field.
 
-    ``skipped``: read past bad rows instead (invalid JSON, wrong types, missing mapped fields,
-    duplicate ids), appending ``{"source", "row", "reason"}`` for each to this list.
+    ``skipped``: read past bad rows instead (invalid JSON, broken CSV quoting or cell counts, wrong
+    types, missing mapped fields, duplicate ids), appending ``{"source", "row", "reason"}`` for
+    each to this list.
     """
     source = str(path)
     return samples_from_rows(iter_rows(path, _skipper(skipped, source)), source, mapping, limit=limit,
@@ -165,7 +173,7 @@ def samples_from_rows(rows: Iterable[tuple[int, dict[str, Any]]], source: str,
         raise DataError("the dataset is empty (no rows)", source=source)
     content_fields = ("question", "answer", *LIST_FIELDS, "ground_truth")
     if all(len(sample.missing(content_fields)) == len(content_fields) for sample in samples):
-        seen_keys = sorted({key for sample in samples for key in sample.extra})[:12]
+        seen_keys = sorted({str(key) for sample in samples for key in sample.extra})[:12]
         raise DataError(
             "no row has any recognised field (question, answer, contexts, ground_truth, ...); "
             f"keys seen: {', '.join(seen_keys) or 'none'}; name the columns with --map "
@@ -245,6 +253,7 @@ def row_to_sample(
     ``row_number`` (1-based) and ``source`` only serve error messages, ``Sample.row`` and the
     default id.
     """
+    row = _plain_row(row)
     reader = _RowReader(row, row_number=row_number, source=source)
     strict_paths = dict(mapping or {})
     lenient_paths = RAGEVAL_MAPPING if looks_like_rageval(row) else {}
@@ -364,7 +373,7 @@ class _RowReader:
                 continue
             name = f"{_ORIGINAL_PREFIX}{key}" if key in CANONICAL_FIELDS else key
             extra[name] = value
-        return extra
+        return {name: _jsonable(value) for name, value in extra.items()}
 
     def _untaken_inside(self, container: dict[str, Any],
                         prefix: tuple[str, ...]) -> Iterator[tuple[tuple[str, ...], Any]]:
@@ -413,7 +422,61 @@ class _ErrorFactory:
 
 def _is_missing(value: Any) -> bool:
     """Null, NaN and the empty string all mean "this row has no such value"."""
-    return value is None or value == "" or (isinstance(value, float) and math.isnan(value))
+    return (value is None or (isinstance(value, str) and not value)
+            or (isinstance(value, float) and math.isnan(value)))
+
+
+_JSON_SCALARS = (str, int, float, bool)
+
+
+def _plain_row(row: Row) -> Row:
+    """``row`` with its values :func:`_plain`, and a NaN value None (pandas' missing value, as the
+    Parquet reader does)."""
+    plain: Row = {}
+    for key, value in row.items():
+        value = _plain(value)
+        plain[_plain(key)] = None if isinstance(value, float) and math.isnan(value) else value
+    return plain
+
+
+def _plain(value: Any) -> Any:
+    """``value`` as a JSON reader would give it: numpy arrays and scalars become lists and Python
+    scalars, pandas' NA and NaT None, pyarrow scalars their Python value, inside lists and objects
+    too. Anything else is returned as it is (a value rule then names its type in an error)."""
+    kind = type(value)
+    if value is None or kind in _JSON_SCALARS:
+        return value
+    if isinstance(value, list):
+        return [_plain(item) for item in value]
+    if isinstance(value, tuple):
+        return tuple(_plain(item) for item in value)
+    if isinstance(value, dict):
+        return {_plain(key): _plain(item) for key, item in value.items()}
+    module = getattr(kind, "__module__", None) or ""
+    if module == "numpy" and hasattr(value, "tolist"):  # ndarray, str_, float64, int64, bool_, ...
+        return _plain(value.tolist())
+    if module.startswith("pandas") and kind.__name__ in ("NAType", "NaTType"):
+        return None
+    if module.startswith("pyarrow") and hasattr(value, "as_py"):
+        return _plain(value.as_py())
+    return value
+
+
+def _jsonable(value: Any) -> Any:
+    """``value`` for Sample.extra, which goes to the results file: a value JSON cannot hold (a
+    timestamp, a Decimal, bytes) becomes its text, ISO 8601 for dates and times."""
+    if value is None or isinstance(value, _JSON_SCALARS):
+        return value
+    if isinstance(value, list):
+        return [_jsonable(item) for item in value]
+    if isinstance(value, tuple):
+        return tuple(_jsonable(item) for item in value)
+    if isinstance(value, dict):
+        return {key if key is None or isinstance(key, _JSON_SCALARS) else str(key): _jsonable(item)
+                for key, item in value.items()}
+    if isinstance(value, (datetime.date, datetime.time)):
+        return value.isoformat()
+    return str(value)
 
 
 def _as_text(value: Any, error: _ErrorFactory) -> str | None:

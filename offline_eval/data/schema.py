@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -19,8 +20,26 @@ TEXT_FIELDS = ("question", "answer", "ground_truth")
 LIST_FIELDS = ("contexts", "reference_contexts", "keypoints")
 
 
+# Characters that move the cursor, recolour or retitle a terminal, ring its bell or end the line:
+# C0 and C1 controls (ESC, BEL, CR, LF, ...), DEL, the Unicode line and paragraph separators and the
+# bidirectional overrides that make text display in another order than it reads.
+_UNPRINTABLE = re.compile(r"[\x00-\x1f\x7f-\x9f\u200e\u200f\u2028-\u202e\u2066-\u2069]")
+
+
+def printable(text: str) -> str:
+    """``text`` with every control character escaped the way ``repr`` writes it (``\\x1b``,
+    ``\\n``, ``\\u202e``), so a value from a data file printed to a terminal shows as what it
+    is and cannot rewrite the screen or break a one-line message."""
+    return _UNPRINTABLE.sub(lambda match: ascii(match.group())[1:-1], text)
+
+
 class DataError(ValueError):
-    """Bad input. The message is one line naming the file, the row (1-based) and the field."""
+    """Bad input. The message is one line naming the file, the row (1-based) and the field.
+
+    The message quotes values from the data (ids, keys, paths); it is made :func:`printable` here,
+    where every such message is formed, so an id holding an escape sequence is shown escaped
+    rather than sent to the terminal. ``source``, ``row`` and ``field`` keep the raw values.
+    """
 
     def __init__(self, message: str, *, source: str | None = None, row: int | None = None,
                  field: str | None = None):
@@ -31,7 +50,7 @@ class DataError(ValueError):
                 f"field '{field}'" if field else None,
             ) if part
         )
-        super().__init__(f"{where}: {message}" if where else message)
+        super().__init__(printable(f"{where}: {message}" if where else message))
         self.source, self.row, self.field = source, row, field
 
 
