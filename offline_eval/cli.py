@@ -13,9 +13,13 @@ underscores); flags given on the command line win.
 from __future__ import annotations
 
 import argparse
+import atexit
 import dataclasses
+import errno
 import importlib
 import logging
+import os
+import signal
 import sys
 import tomllib
 import types
@@ -35,6 +39,15 @@ SUBCOMMAND_MODULES = ("offline_eval.runtime.models_cli", "offline_eval.engine.ca
 
 def _csv(text: str) -> list[str]:
     return [part.strip() for part in text.split(",") if part.strip()]
+
+
+def _metric_names(text: str) -> list[str]:
+    """argparse type of --metrics: names separated by commas, at least one (an empty list would
+    otherwise read as "the default five")."""
+    names = _csv(text)
+    if not names:
+        raise argparse.ArgumentTypeError(f"expected metric names separated by commas, got {text!r}")
+    return names
 
 
 def _weights(text: str) -> dict[str, float]:
@@ -126,7 +139,7 @@ def add_run_parser(subparsers: Any) -> argparse.ArgumentParser:
                            "each skipped row is listed in summary.json and the report (without it, the first "
                            "bad row stops the run)")
     what = p.add_argument_group("metrics")
-    what.add_argument("--metrics", type=_csv, metavar="a,b,...",
+    what.add_argument("--metrics", type=_metric_names, metavar="a,b,...",
                       help="metric names (see `offline-eval metrics`); add 'aggregate' for a ragas_score "
                            "(default: faithfulness,answer_relevancy,context_precision,context_recall,answer_correctness)")
     what.add_argument("--plugin", action="append", metavar="MODULE|FILE.py",
@@ -187,52 +200,99 @@ def add_run_parser(subparsers: Any) -> argparse.ArgumentParser:
 
 
 def _merge_config(args: argparse.Namespace, parser: argparse.ArgumentParser) -> argparse.Namespace:
+    """Fill the flags the command line left out from the ``--config`` TOML file (a ``[run]`` table, or
+    the file's top level). A key is named like its flag or its destination, with underscores, and its
+    value is read as the flag reads its text (:func:`_config_value`), so a file is checked as strictly
+    as a command line. A flag was left out when it holds None (False for a switch): every setting
+    defaults to that (``--threads``' None is auto; tests/test_cli.py checks them all), so a default
+    never hides a file's value. An unreadable file, an unknown key or a bad value is a ValueError of
+    one line naming the file and the key (exit 2)."""
     if not args.config:
         return args
     try:
         config = tomllib.loads(args.config.read_text(encoding="utf-8"))
     except (OSError, tomllib.TOMLDecodeError) as exc:
-        raise SystemExit(f"offline-eval: cannot read config {args.config}: {exc}")
+        raise ValueError(f"cannot read config {args.config}: {exc}") from None
     config = config.get("run", config)
-    known = {a.dest: a for a in parser._actions}  # a key is named like a flag or like its destination
-    flags = {o.lstrip("-").replace("-", "_"): a.dest for a in parser._actions for o in a.option_strings}
-    from offline_eval.metrics import load_plugins, metric_options
+    if not isinstance(config, dict):
+        raise ValueError(f"{args.config}: run: expected a table of settings")
+    settings = {a.dest: a for a in parser._actions if a.option_strings and a.dest not in ("help", "config")}
+    names = {o.lstrip("-").replace("-", "_"): a.dest for a in settings.values() for o in a.option_strings}
+    from offline_eval.metrics import load_plugins
 
-    plugins = config.get("plugin", [])
-    load_plugins([plugins] if isinstance(plugins, str) else plugins)  # their metrics' options are settings too
-    options = metric_options()
-    for key, value in config.items():
+    def action_of(key: str) -> argparse.Action:
         dest = key.replace("-", "_")
-        dest = flags.get(dest, dest)
-        if dest not in known and dest in options:  # an option of a metric the file's plugin registers
-            setattr(args, dest, getattr(args, dest, None) or value)
-            continue
-        if dest not in known:
-            raise SystemExit(f"offline-eval: {args.config}: unknown setting '{key}'")
-        if getattr(args, dest) in (None, False):
-            action = known[dest]
-            if dest == "calibration":
-                value = [Path(v) for v in (value if isinstance(value, list) else [value])]
-            elif action.type and isinstance(value, (str, int, float)) and not isinstance(value, bool):
-                try:  # the flag's own check: a size of 0 or a share of 2 is refused from a file too
-                    value = action.type(str(value))
-                except (argparse.ArgumentTypeError, ValueError) as exc:
-                    raise SystemExit(f"offline-eval: {args.config}: {key}: {exc}") from None
-            elif dest == "metrics" and isinstance(value, str):
-                value = _csv(value)
-            elif dest in ("output", "cache", "models_dir"):
-                value = Path(value)
+        action = settings.get(names.get(dest, dest))
+        if action is None:
+            raise ValueError(f"{args.config}: unknown setting '{key}' (`offline-eval run --help` lists them)")
+        return action
+
+    values: dict[str, Any] = {}
+    for key in [k for k in config if names.get(k.replace("-", "_")) == "plugin"]:  # their metrics' options
+        values["plugin"] = _config_value(action_of(key), config[key], f"{args.config}: {key}")
+        load_plugins([str(p) for p in values["plugin"]])
+        options = argparse.ArgumentParser(add_help=False)  # the flags of the options of the plugins' metrics
+        add_metric_option_arguments(options)
+        settings.update({a.dest: a for a in options._actions if a.dest not in settings})
+        names.update({o.lstrip("-").replace("-", "_"): a.dest for a in options._actions for o in a.option_strings})
+    for key, value in config.items():
+        action = action_of(key)
+        if action.dest not in values:
+            values[action.dest] = _config_value(action, value, f"{args.config}: {key}")
+    for dest, value in values.items():
+        left_out = False if settings[dest].nargs == 0 else None  # not `in (None, False)`: 0 == False
+        if getattr(args, dest, None) is left_out:
             setattr(args, dest, value)
     return args
 
 
-def _run_progress(samples: int, engine: str | None) -> Any:
-    """One line for the whole local run (offline_eval.progress); Ray's driver keeps its samples bar."""
+def _config_value(action: argparse.Action, value: Any, where: str) -> Any:
+    """A TOML value as its flag would have it: true/false for a switch; otherwise the text the flag
+    would be given (a number as written, a list as comma-separated items, a table as name=value
+    items) through the flag's type and choices; for a repeatable flag (``--plugin``, ``--calibration``)
+    a list of such values, or one. ``where`` (file: key) starts the ValueError of a bad value."""
+    if action.nargs == 0:  # a switch: --no-cache, --quiet, ...
+        if not isinstance(value, bool):
+            raise ValueError(f"{where}: expected true or false, got {value!r}")
+        return value
+    if isinstance(action, argparse._AppendAction):
+        return [_config_value_one(action, item, where) for item in (value if isinstance(value, list) else [value])]
+    return _config_value_one(action, value, where)
+
+
+def _config_value_one(action: argparse.Action, value: Any, where: str) -> Any:
+    if isinstance(value, list) and all(isinstance(v, (str, int, float)) for v in value):
+        text = ",".join(map(str, value))
+    elif isinstance(value, dict) and all(isinstance(v, (str, int, float)) for v in value.values()):
+        text = ",".join(f"{k}={v}" for k, v in value.items())
+    elif isinstance(value, bool):  # only a true/false option takes one (a path or a size named "True" is a slip)
+        if action.type is not _boolean:
+            raise ValueError(f"{where}: {action.option_strings[0]} takes no true/false, got {str(value).lower()}")
+        text = str(value).lower()
+    elif isinstance(value, (str, int, float)):
+        text = str(value)
+    else:
+        raise ValueError(f"{where}: expected text or a number, got {value!r}")
+    try:
+        parsed = action.type(text) if action.type else text
+    except argparse.ArgumentTypeError as exc:
+        raise ValueError(f"{where}: {exc}") from None
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"{where}: invalid value {text!r} ({exc})") from None
+    if action.choices is not None and parsed not in action.choices:
+        raise ValueError(f"{where}: expected one of {', '.join(map(str, action.choices))}, got {parsed!r}")
+    return parsed
+
+
+def _run_progress(samples: int, engine: str | None, show: bool = True) -> Any:
+    """One line for the whole local run (offline_eval.progress; with ``show`` False, --quiet, it draws
+    nothing and keeps count of what is saved, for the line of an interrupted run); Ray's driver keeps
+    its samples bar."""
     if engine == "ray":
-        return _Progress()
+        return _Progress() if show else None
     from offline_eval.progress import RunProgress
 
-    return RunProgress(samples)
+    return RunProgress(samples, show=show)
 
 
 class _Progress:
@@ -244,9 +304,33 @@ class _Progress:
                     dynamic_ncols=True)
 
 
+class Interrupted(KeyboardInterrupt):
+    """Ctrl-C (SIGINT) or SIGTERM. Raised where the program is, as Python raises KeyboardInterrupt for
+    Ctrl-C, so that a run unwinds the same way whichever ended it: results.jsonl cut back to its last
+    full window, the cache's batches committed and its journal folded, the folder's lock released.
+    ``detail`` says what the run saved (:func:`cmd_run`); :func:`main` prints it in one line, returns
+    128 + ``signum`` (130, 143) and, as the program, ends by the signal."""
+
+    def __init__(self, signum: int = signal.SIGINT, detail: str = "") -> None:
+        super().__init__(signum, detail)
+        self.signum, self.detail = signum, detail
+
+
 def cmd_run(args: argparse.Namespace) -> int:
     """``offline-eval run``: the flags become a RunConfig, the run is built (everything checked before a
-    model loads), executed into its folder, summarised, and gated."""
+    model loads), executed into its folder, summarised, and gated. An interrupt says how many samples
+    the folder holds (what the rerun of the same command resumes from)."""
+    watch: dict[str, Any] = {}  # the run's folder and progress, once known
+    try:
+        return _run(args, watch)
+    except KeyboardInterrupt as stop:
+        kept = getattr(watch.get("progress"), "kept", None)
+        detail = f"{kept[0]} of {kept[1]} samples are saved in {watch['output']}; " if kept else ""
+        raise Interrupted(getattr(stop, "signum", signal.SIGINT),
+                          f"{detail}rerun the same command to resume") from None
+
+
+def _run(args: argparse.Namespace, watch: dict[str, Any]) -> int:
     from offline_eval.data.readers import parse_mapping, read_dataset
     from offline_eval.run.config import RunConfig, build_run
     from offline_eval.run.folder import default_run_folder
@@ -265,7 +349,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     info: dict[str, Any] = {"dataset": str(args.dataset), "threads": threads.to_dict()}
     if skipped is not None:
         info["skipped_rows"] = skipped
-    progress = None if args.quiet else _run_progress(len(samples), args.engine)
+    progress = _run_progress(len(samples), args.engine, show=not args.quiet)
+    watch["output"], watch["progress"] = args.output or default_run_folder(args.dataset), progress
 
     def write_report(output: Any) -> None:  # while the run still holds its folder
         if args.no_report:
@@ -274,13 +359,17 @@ def cmd_run(args: argparse.Namespace) -> int:
             from offline_eval.report.html import write_report as write_html
         except ImportError:
             return
+        if hasattr(progress, "close"):
+            progress.close()  # the scoring is over; the report's line starts a line of its own
         print(f"report: {write_html(output.output_dir)}", file=sys.stderr)
 
     with open_cache(args) as cache:
-        result = run.execute(samples, args.output or default_run_folder(args.dataset), cache=cache,
-                             progress=progress, run_info=info, on_close=write_report)
-    if hasattr(progress, "close"):
-        progress.close()
+        try:
+            result = run.execute(samples, watch["output"], cache=cache, progress=progress, run_info=info,
+                                 on_close=write_report)
+        finally:  # however the run ends, the progress line ends before anything else is printed
+            if hasattr(progress, "close"):
+                progress.close()
 
     _print_summary(result.summary)
     print(f"results: {result.output_dir / 'results.jsonl'}", file=sys.stderr)
@@ -376,7 +465,90 @@ def _quiet_libraries(verbose: bool, progress: bool) -> None:
             sys.modules["transformers"].utils.logging.disable_progress_bar()
 
 
+# A disk's failures (errno) and what to do about each; the rerun of a run then resumes where it stopped.
+_DISK_FIXES = {
+    errno.ENOSPC: "free some space", errno.EDQUOT: "free some space (a disk quota is full)",
+    errno.EFBIG: "raise the file size limit (ulimit -f)", errno.EROFS: "make the disk writable",
+    errno.EACCES: "give this user write permission", errno.EPERM: "give this user write permission",
+    errno.EIO: "check the disk", errno.ENOMEM: "free some memory",
+    errno.EBUSY: "wait for the other process using it to finish",
+}
+
+
+def _disk_failure(exc: OSError, command: str | None) -> str:
+    """One line for an OSError that reached the command line: the file and the cause; for a failure of
+    the disk (full, a quota, read-only, no permission, an I/O error; the cache's SQLite reports these
+    too, as CacheUnavailable) during a run, what to do and that the rerun resumes with nothing lost."""
+    from offline_eval.engine.cache import CacheUnavailable
+
+    cause = exc.strerror or str(exc)
+    text = f"{'cache ' if isinstance(exc, CacheUnavailable) else ''}{exc.filename}: {cause}" \
+        if exc.filename else cause
+    disk = isinstance(exc, CacheUnavailable) or exc.errno in _DISK_FIXES
+    if command != "run" or not disk:
+        return text
+    fix = _DISK_FIXES.get(exc.errno, "check that the file and its folder can be written")
+    return f"{text}; nothing already saved is lost: {fix}, then rerun the same command to resume"
+
+
+def _terminated(signum: int, _frame: Any) -> None:
+    raise Interrupted(signum)
+
+
+_ENDED_BY: list[int] = []  # the signal that interrupted the program, sent again once it has exited
+
+
+def _end_by_signal() -> None:
+    """The program's last act, once the run has unwound and the exit handlers of what the command
+    imported have run (registered when :func:`main` starts, before theirs, it runs after them): end by
+    the signal that interrupted it, with its default action, as Python does after an unhandled Ctrl-C.
+    A shell then sees a death by SIGINT or SIGTERM and reports $? 130 or 143, and a shell loop of runs
+    stops at Ctrl-C, where an exit status of 130 would make it go on to the next command."""
+    if not _ENDED_BY or os.name != "posix":
+        return
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):
+            pass
+    signal.signal(_ENDED_BY[0], signal.SIG_DFL)
+    os.kill(os.getpid(), _ENDED_BY[0])
+
+
 def main(argv: list[str] | None = None) -> int:
+    """The command line (``argv`` None: this process's own, as the ``offline-eval`` program).
+
+    Ctrl-C (SIGINT) and SIGTERM end any command with one line on stderr once the run has unwound
+    (:class:`Interrupted`): 128 + the signal is returned (130, 143), and the program itself ends by that
+    signal (:func:`_end_by_signal`), which a shell reports as 130 and 143. A failing disk is one line
+    naming the file, exit 1; bad input is one line, exit 2; a failed ``--fail-under`` gate exits 3."""
+    handlers = {}
+    try:  # SIGTERM unwinds as Ctrl-C does, instead of ending the process where it stands
+        handlers[signal.SIGINT] = signal.getsignal(signal.SIGINT)
+        if signal.getsignal(signal.SIGTERM) is not signal.SIG_IGN:  # nor where it was meant to be ignored
+            handlers[signal.SIGTERM] = signal.signal(signal.SIGTERM, _terminated)
+    except ValueError:  # not the main thread: signals are not ours to handle
+        handlers = {}
+    if argv is None:
+        atexit.register(_end_by_signal)
+    try:
+        return _main(argv)
+    except KeyboardInterrupt as stop:
+        for signum in handlers:  # a second Ctrl-C must not break the line below into a traceback
+            signal.signal(signum, signal.SIG_IGN)
+        signum = getattr(stop, "signum", signal.SIGINT)
+        detail = getattr(stop, "detail", "")
+        print(f"offline-eval: interrupted ({signal.Signals(signum).name}){'; ' + detail if detail else ''}",
+              file=sys.stderr)
+        if argv is None:
+            _ENDED_BY.append(signum)
+        return 128 + signum
+    finally:
+        for signum, handler in handlers.items() if not _ENDED_BY else ():  # ignored until the program ends
+            signal.signal(signum, handler if handler is not None else signal.SIG_DFL)
+
+
+def _main(argv: list[str] | None) -> int:
     from offline_eval.metrics import load_plugins
 
     argv = sys.argv[1:] if argv is None else list(argv)
@@ -393,12 +565,12 @@ def main(argv: list[str] | None = None) -> int:
         parser.print_help()
         return 0
     _quiet_libraries(verbose=args.verbose, progress=not getattr(args, "quiet", False))
-    if args.command == "run":
-        args = _merge_config(args, next(a for a in parser._subparsers._group_actions[0].choices.values()
-                                         if a.prog.endswith(" run")))
     from offline_eval.data.schema import DataError
     from offline_eval.run.config import ModelsMissing
     try:
+        if args.command == "run":  # a bad --config file is bad input as a bad flag is: one line, exit 2
+            args = _merge_config(args, next(a for a in parser._subparsers._group_actions[0].choices.values()
+                                             if a.prog.endswith(" run")))
         return int(args.func(args) or 0)
     except DataError as exc:
         print(f"offline-eval: bad input: {exc}", file=sys.stderr)
@@ -407,6 +579,11 @@ def main(argv: list[str] | None = None) -> int:
         for problem in exc.problems:
             print(f"offline-eval: {problem}", file=sys.stderr)
         return 2
+    except OSError as exc:  # a full, read-only or failing disk (or the cache's): not bad input, exit 1
+        if args.verbose:
+            raise
+        print(f"offline-eval: {_disk_failure(exc, args.command)}", file=sys.stderr)
+        return 1
     except (ValueError, RuntimeError, LookupError) as exc:
         if args.verbose:
             raise

@@ -68,16 +68,29 @@ def add_model_arguments(group: argparse._ArgumentGroup, *, verifier: bool = True
     if embedder:
         group.add_argument("--embedder", help="sentence-transformers model folder")
     if device:
-        group.add_argument("--device", help="cpu, cuda, cuda:0, ...")
+        group.add_argument("--device", type=device_name, metavar="cpu|cuda|cuda:N",
+                           help="where the models run (default: cpu; the vllm judge: cuda:0); checked before any "
+                                "model loads")
         group.add_argument("--batch-size", type=positive_int,
                            help="batch size of each backend call (HHEM, embedder, transformers judge)")
     group.add_argument("--no-verify", action="store_true",
                        help="do not check model files against their manifest's sha256s before loading (the "
                             "manifest's hashes are then trusted as the models' identity; recorded in run.json)")
-    group.add_argument("--threads", type=_threads, default="auto", metavar="N|auto",
+    # no default (None is auto): a flag left out holds None, so a --config file can set it (cli._merge_config)
+    group.add_argument("--threads", type=_threads, metavar="N|auto",
                        help="CPU threads for torch. auto: torch's choice on a quiet machine; on a busy one the "
                             "cores left over (at least 1) with sleeping waits (OMP_WAIT_POLICY=PASSIVE). "
                             "The choice is recorded in run.json (default: auto)")
+
+
+def device_name(text: str) -> str:
+    """argparse type of --device (:func:`offline_eval.runtime.devices.device_problem`)."""
+    from offline_eval.runtime.devices import device_problem
+
+    problem = device_problem(text)
+    if problem:
+        raise argparse.ArgumentTypeError(problem)
+    return text
 
 
 def _threads(text: str) -> Any:
@@ -105,12 +118,58 @@ def add_cache_arguments(group: argparse._ArgumentGroup) -> None:
 
 
 def open_cache(args: argparse.Namespace) -> Any:
-    """The run's ResultCache: in memory with --no-cache, else --cache, $OFFLINE_EVAL_CACHE or the default."""
+    """The run's ResultCache: in memory with --no-cache, else --cache, $OFFLINE_EVAL_CACHE or the default.
+    A file that is there is opened now (a damaged one stops the command before it starts); one that is
+    not is made at the cache's first use (:class:`DeferredCache`)."""
     from offline_eval.engine.cache import ResultCache
 
     if getattr(args, "no_cache", False):
         return ResultCache(None)
-    return ResultCache(cache_path(getattr(args, "cache", None)))
+    path = cache_path(getattr(args, "cache", None))
+    return ResultCache(path) if path.exists() else DeferredCache(path)
+
+
+class DeferredCache:
+    """A ResultCache whose file does not exist yet, made (with its folder) at the first read or write.
+    A run reads the cache only once it has been accepted (its models configured and verified, its
+    folder locked and free of another run's results), so a run refused during setup leaves no new
+    cache file, journal or lock file behind (issue #33). Removing the file after a refusal instead could
+    remove one that another run sharing the path had just made. Anything but ``path``, ``repaired``,
+    ``len`` and ``close`` opens the file and is the ResultCache's."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._cache: Any = None
+
+    def opened(self) -> Any:
+        """The ResultCache, made now if it was not yet."""
+        if self._cache is None:
+            from offline_eval.engine.cache import ResultCache
+
+            self._cache = ResultCache(self.path)
+        return self._cache
+
+    def __getattr__(self, name: str) -> Any:  # only what this class lacks: get_many, put_many, check, ...
+        if name.startswith("__") or name == "_cache":
+            raise AttributeError(name)
+        return getattr(self.opened(), name)
+
+    @property
+    def repaired(self) -> int:
+        return self._cache.repaired if self._cache is not None else 0
+
+    def __len__(self) -> int:
+        return len(self._cache) if self._cache is not None else 0
+
+    def close(self) -> None:
+        if self._cache is not None:
+            self._cache.close()
+
+    def __enter__(self) -> "DeferredCache":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
 
 
 def cache_path(path: str | Path | None = None) -> Path:

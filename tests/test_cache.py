@@ -80,7 +80,7 @@ def test_a_damaged_file_is_one_clear_line(tmp_path: Path, capsys, damage: str) -
         probe.get_many([f"k{i}" for i in range(2000)])
         len(probe)
     capsys.readouterr()
-    assert main(["cache", "check", str(path)]) in (1, 2)  # damage reported, never a traceback
+    assert main(["cache", "check", str(path)]) == 1  # damage reported as its help says, never a traceback
     assert "Traceback" not in capsys.readouterr().err
     if damage == "garbage":  # a run on it stops at once with one line
         data_file = tmp_path / "d.jsonl"
@@ -201,3 +201,83 @@ def test_a_fold_that_fails_at_close_leaves_the_journal_to_the_next_run(tmp_path:
     with ResultCache(path) as again:  # the journal's lock was released: it is an orphan, folded here
         assert again.get_many(["k1"]) == {"k1": [1.0]}
     assert _tables(path) == ["results"]
+
+
+# -- issue #33: `cache check` on a file SQLite cannot read; no cache file from a refused run ----------
+def test_cache_check_on_an_unreadable_file_exits_1_as_its_help_says(tmp_path: Path, capsys) -> None:
+    from offline_eval.cli import build_parser
+
+    path = tmp_path / "cache.sqlite"
+    path.write_bytes(b"this is not a database" * 100)
+    for command in ("check", "prune"):
+        assert main(["cache", command, str(path)]) == 1, command
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and str(path) in err[0] and "move it aside" in err[0], err
+        assert "cache check" not in err[0]  # not the advice to run the command that just ran
+    assert path.read_bytes() == b"this is not a database" * 100  # left as it was
+    assert main(["cache", "check", str(tmp_path / "missing.sqlite")]) == 2
+    cache = build_parser()._subparsers._group_actions[0].choices["cache"]
+    check = cache._subparsers._group_actions[0].choices["check"]
+    assert "1 on damage (damaged records, or a file SQLite cannot read" in " ".join(check.format_help().split())
+
+
+def _cache_files(folder: Path) -> list[str]:
+    return sorted(p.name for p in folder.iterdir()) if folder.exists() else []
+
+
+@pytest.mark.parametrize("refusal", ["metric", "device", "models", "gate", "another run", "in use"])
+def test_a_run_refused_during_setup_makes_no_cache_file(tmp_path: Path, capsys, refusal: str) -> None:
+    """The cache file is made at its first use, once the run has been accepted (its folder locked and
+    free of another run's results too): a refused run leaves no file, journal or lock behind."""
+    import torch
+
+    from offline_eval.run.folder import RunFolder
+
+    if refusal == "device" and torch.cuda.is_available():
+        pytest.skip("this machine has CUDA")
+    data = tmp_path / "d.jsonl"
+    data.write_text(json.dumps({"id": "a", "question": "q", "answer": "a b", "ground_truth": "a c"}) + "\n")
+    output = tmp_path / "run"
+    common = ["run", "--dataset", str(data), "--quiet", "--no-report", "--output", str(output)]
+    if refusal == "another run":  # the folder holds the results of a run of other metrics
+        assert main(common + ["--metrics", "rouge_l", "--no-cache"]) == 0
+    caches = tmp_path / "caches"
+    args = common + ["--cache", str(caches / "cache.sqlite"), "--metrics", "rouge_l"]
+    args += {"metric": ["--metrics", "no_such_metric"], "device": ["--metrics", "faithfulness", "--device", "cuda:0"],
+             "models": ["--metrics", "faithfulness", "--profile", "cpu", "--models-dir", str(tmp_path / "none")],
+             "gate": ["--fail-under", "faithfulness=0.5"], "another run": ["--metrics", "eir"], "in use": []}[refusal]
+    capsys.readouterr()
+    if refusal == "in use":  # another process runs in this folder
+        with RunFolder(output):
+            rc = main(args)
+    else:
+        rc = main(args)
+    assert rc == 2, capsys.readouterr().err
+    assert _cache_files(caches) == []
+    # an accepted run whose judge answers makes it
+    script = tmp_path / "judge.json"
+    script.write_text(json.dumps({"default_probs": {"1": 1.0}}), encoding="utf-8")
+    assert main(common + ["--cache", str(caches / "cache.sqlite"), "--metrics", "rubrics_score", "--overwrite",
+                          "--profile", "starter", "--judge-backend", "scripted", "--judge", str(script)]) == 0
+    assert _cache_files(caches) == ["cache.sqlite"]  # its journal folded, its lock gone
+    assert len(ResultCache(caches / "cache.sqlite")) > 0
+
+
+def test_a_deferred_cache_is_made_at_its_first_use(tmp_path: Path) -> None:
+    import argparse
+
+    from offline_eval.cli_models import DeferredCache, open_cache
+
+    path = tmp_path / "sub" / "cache.sqlite"
+    cache = open_cache(argparse.Namespace(cache=path, no_cache=False))
+    assert isinstance(cache, DeferredCache) and cache.path == path
+    assert cache.repaired == 0 and len(cache) == 0 and not path.parent.exists()
+    cache.close()  # closing one never used makes nothing
+    assert not path.parent.exists()
+    with open_cache(argparse.Namespace(cache=path, no_cache=False)) as cache:
+        assert cache.get_many(["k"]) == {} and path.exists()
+        cache.put_many("embed", [("k", [1.0])])
+        assert len(cache) == 1
+    again = open_cache(argparse.Namespace(cache=path, no_cache=False))  # a file that is there: opened at once
+    assert isinstance(again, ResultCache) and again.get_many(["k"]) == {"k": [1.0]}
+    again.close()

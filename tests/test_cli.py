@@ -18,13 +18,8 @@ def test_settings_come_from_a_toml_config_and_flags_win(tmp_path):
     config.write_text(f'dataset = "{EXAMPLES}"\nmetrics = "rouge_l,answer_similarity"\n'
                       f'output = "{tmp_path / "from-config"}"\nno_cache = true\nquiet = true\n'
                       'embedder_backend_unused = 1\n', encoding="utf-8")
-    # An unknown key is refused with its name.
-    try:
-        main(["run", "--config", str(config)])
-    except SystemExit as exc:
-        assert "embedder_backend_unused" in str(exc)
-    else:
-        raise AssertionError("an unknown config key was accepted")
+    # An unknown key is refused with its name (test_an_unknown_config_key_is_bad_input: one line, exit 2).
+    assert main(["run", "--config", str(config)]) == 2
     config.write_text(config.read_text().replace("embedder_backend_unused = 1\n", ""), encoding="utf-8")
     assert main(["run", "--config", str(config), "--metrics", "rouge_l", "--no-report"]) == 0
     summary = json.loads((tmp_path / "from-config" / "summary.json").read_text())
@@ -137,16 +132,149 @@ def test_a_baseline_weight_outside_zero_to_one_is_refused(value, capsys):
     assert "argument --baseline-weight: expected a number from 0 to 1" in capsys.readouterr().err
 
 
-def test_a_config_file_value_gets_the_flags_own_check(tmp_path):
+def test_a_config_file_value_gets_the_flags_own_check(tmp_path, capsys):
     config = tmp_path / "eval.toml"
     config.write_text(f'dataset = "{EXAMPLES}"\nbaseline_weight = 2.0\n', encoding="utf-8")
-    with pytest.raises(SystemExit) as stop:
-        main(["run", "--config", str(config)])
-    assert "baseline_weight: expected a number from 0 to 1, got 2" in str(stop.value)
+    assert main(["run", "--config", str(config)]) == 2
+    assert "baseline_weight: expected a number from 0 to 1, got 2" in capsys.readouterr().err
     config.write_text(f'dataset = "{EXAMPLES}"\nbatch_size = 0\n', encoding="utf-8")
+    assert main(["run", "--config", str(config)]) == 2
+    assert "batch_size: expected a whole number >= 1, got 0" in capsys.readouterr().err
+
+
+# -- issue #33: a --config file is read as strictly as the flags; --device, --metrics, the cache ------
+MODEL_FREE = ["--dataset", str(EXAMPLES), "--metrics", "rouge_l", "--no-cache", "--quiet", "--no-report"]
+
+
+def _one_line(capsys) -> str:
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1, err
+    return err[0]
+
+
+@pytest.mark.parametrize("line, message", [
+    ('threads = "abc"', "threads: expected auto or a number, got 'abc'"),
+    ("threads = 0", "threads: expected auto or a number >= 1, got 0"),
+    ("batch_size = true", "batch_size: --batch-size takes no true/false, got true"),
+    ("window = 2.5", "window: expected a whole number, got '2.5'"),
+    ('language = "fr"', "language: expected one of en, zh, got 'fr'"),
+    ('verdicts = "maybe"', "verdicts: expected one of options, generate, got 'maybe'"),
+    ('quiet = "false"', "quiet: expected true or false, got 'false'"),
+    ('device = "mps"', "device: expected cpu, cuda or cuda:N, got 'mps'"),
+    ('weights = "rouge_l"', "weights: expected name=weight, got 'rouge_l'"),
+    ('answer-relevancy-n = 0', "answer-relevancy-n: expected a whole number >= 1, got 0"),
+    ("judge = [[1]]", "judge: expected text or a number, got [[1]]"),
+])
+def test_every_config_key_gets_its_flags_parsing_and_checks(tmp_path, capsys, line, message):
+    """A key goes through its flag's type and choices, whatever the TOML type of its value; a bad value
+    is one line naming the file and the key, exit 2, before anything runs."""
+    config = tmp_path / "eval.toml"
+    config.write_text(line + "\n", encoding="utf-8")
+    out = tmp_path / "run"
+    assert main(["run", *MODEL_FREE, "--output", str(out), "--config", str(config)]) == 2
+    err = _one_line(capsys)
+    assert f"{config}: {message}" in err, err
+    assert not out.exists()
+
+
+def test_a_config_file_sets_threads_and_a_flag_given_still_wins(tmp_path):
+    """`threads = 1` was hidden by --threads' default ("auto"): a flag left out now holds None."""
+    config = tmp_path / "eval.toml"
+    config.write_text("threads = 1\ncontext_window = 50\n", encoding="utf-8")
+    assert main(["run", *MODEL_FREE, "--output", str(tmp_path / "file"), "--config", str(config)]) == 0
+    run = json.loads((tmp_path / "file" / "run.json").read_text())
+    assert run["threads"]["mode"] == "fixed" and run["threads"]["threads"] == 1
+    assert run["settings"]["context_window"] == 50
+    # flags given win, also when they hold what a default would (auto) or a false-like value (0)
+    assert main(["run", *MODEL_FREE, "--output", str(tmp_path / "flags"), "--config", str(config),
+                 "--threads", "auto", "--context-window", "0"]) == 0
+    run = json.loads((tmp_path / "flags" / "run.json").read_text())
+    assert run["threads"]["mode"] == "auto" and run["settings"]["context_window"] == 0
+
+
+def test_every_run_setting_defaults_to_none_so_a_config_file_can_set_it():
+    """_merge_config tells a flag left out by its None (False for a switch): a default would hide
+    the file's value, as "auto" hid `threads`."""
+    from offline_eval.cli import build_parser
+
+    run = build_parser()._subparsers._group_actions[0].choices["run"]
+    for action in run._actions:
+        if action.option_strings and action.dest != "help":
+            assert action.default is (False if action.nargs == 0 else None), (action.dest, action.default)
+
+
+def test_config_lists_tables_and_a_single_repeatable_value(tmp_path, capsys):
+    """A list is the flag's comma-separated text, a table its name=value items; a repeatable flag
+    (--plugin, --calibration) takes one value or a list."""
+    plugin = tmp_path / "words.py"
+    plugin.write_text("from offline_eval.metrics import register_metric\n"
+                      "from offline_eval.metrics.base import Metric, Score\n\n\n"
+                      "@register_metric\nclass Words(Metric):\n    name = 'config_words'\n"
+                      "    requires = ('answer',)\n\n    def score(self, sample, ctx):\n"
+                      "        return Score(float(len(sample.answer.split())))\n", encoding="utf-8")
+    config = tmp_path / "eval.toml"
+    config.write_text(f'plugin = "{plugin}"\nmetrics = ["rouge_l", "config_words", "aggregate"]\n'
+                      "weights = {rouge_l = 2.0}\n", encoding="utf-8")
+    out = tmp_path / "run"
+    assert main(["run", "--dataset", str(EXAMPLES), "--no-cache", "--quiet", "--no-report", "--output", str(out),
+                 "--config", str(config)]) == 0, capsys.readouterr().err
+    run = json.loads((out / "run.json").read_text())
+    assert list(json.loads((out / "summary.json").read_text())["metrics"]) == ["rouge_l", "config_words", "aggregate"]
+    assert run["settings"]["aggregate_weights"] == {"rouge_l": 2.0}
+
+
+def test_an_unknown_config_key_is_bad_input(tmp_path, capsys):
+    config = tmp_path / "eval.toml"
+    config.write_text("metrics = \"rouge_l\"\nno_such_setting = 1\n", encoding="utf-8")
+    assert main(["run", "--dataset", str(EXAMPLES), "--config", str(config)]) == 2
+    err = _one_line(capsys)
+    assert str(config) in err and "unknown setting 'no_such_setting'" in err
+    config.write_text("metrics = \n", encoding="utf-8")  # not TOML
+    assert main(["run", "--dataset", str(EXAMPLES), "--config", str(config)]) == 2
+    assert f"cannot read config {config}" in _one_line(capsys)
+
+
+@pytest.mark.parametrize("device", ["mps", "tpu", "xla", "cuda:x", "cuda0", "auto", "CPU"])
+def test_a_device_no_backend_runs_on_is_refused_naming_the_flag(tmp_path, capsys, device):
+    """Refused up front even when no model loads (it was accepted and recorded); through the API too."""
+    from offline_eval.run.config import ModelChoice, RunConfig, build_run
+
+    out = tmp_path / "run"
     with pytest.raises(SystemExit) as stop:
-        main(["run", "--config", str(config)])
-    assert "batch_size: expected a whole number >= 1, got 0" in str(stop.value)
+        main(["run", *MODEL_FREE, "--output", str(out), "--device", device])
+    assert stop.value.code == 2 and not out.exists()
+    assert f"argument --device: expected cpu, cuda or cuda:N, got '{device}'" in capsys.readouterr().err
+    for metrics in (["rouge_l"], ["faithfulness"]):  # a model-free run and one whose models would load
+        with pytest.raises(ValueError, match=r"^--device: expected cpu, cuda or cuda:N"):
+            build_run(RunConfig(metrics=metrics, models=ModelChoice(profile="starter", device=device)))
+
+
+def test_a_cuda_device_is_checked_only_where_a_model_runs_on_it(tmp_path, capsys):
+    """Chosen for issue #33: a run no model takes part in accepts --device cuda:0 on a machine without
+    CUDA (one command line serves both machines); a run whose models would load refuses it (above)."""
+    import torch
+
+    from offline_eval.run.config import check_device
+
+    if torch.cuda.is_available():
+        pytest.skip("this machine has CUDA")
+    check_device("cuda:0", used=False)
+    with pytest.raises(ValueError, match="--device cuda:1: no CUDA device here"):
+        check_device("cuda:1")
+    assert main(["run", *MODEL_FREE, "--output", str(tmp_path / "run"), "--device", "cuda:0"]) == 0
+
+
+@pytest.mark.parametrize("value", ["", " ", ",", " , ,"])
+def test_an_empty_metric_list_is_refused_not_read_as_the_default_five(tmp_path, capsys, value):
+    from offline_eval.run.config import RunConfig, build_run
+
+    with pytest.raises(SystemExit) as stop:
+        main(["run", "--dataset", str(EXAMPLES), "--no-cache", "--output", str(tmp_path / "run"), "--metrics", value])
+    assert stop.value.code == 2
+    assert "argument --metrics: expected metric names separated by commas" in capsys.readouterr().err
+    for metrics in ([], ["aggregate"]):  # the API: only None means the default five
+        with pytest.raises(ValueError, match="--metrics names no metric"):
+            build_run(RunConfig(metrics=metrics))
 
 
 def test_metric_option_flags_read_their_values_by_the_option_s_type():

@@ -20,15 +20,15 @@ def test_the_line_names_window_step_and_estimates():
     step = progress("options (judge)", 4)
     step.update(2)
     time.sleep(0.01)
-    line = progress.bar.desc
+    line = progress.line
     assert "window 1/2 · step 1: options (judge) 2/4" in line and "step ends in ~" in line
     step.update(2)
     step.close()
     progress.sample()
     progress.sample()
     progress.window(1, 2)  # one window measured: the run's end can be estimated
-    assert "samples 2/4 · window 2/2" in progress.bar.desc and "run ends in ~" in progress.bar.desc
-    assert progress.bar.n == 2
+    assert "samples 2/4 · window 2/2" in progress.line and "run ends in ~" in progress.line
+    assert progress.done == 2
     progress.close()
 
 
@@ -39,3 +39,66 @@ def test_a_run_shows_one_progress_line(tiny_profile, tmp_path, capsys):
     err = capsys.readouterr().err
     assert "samples 3/3 · window 2/2" in err and "step " in err
     assert json.loads((tmp_path / "run" / "summary.json").read_text())["run"]["n_samples"] == 3
+
+
+# -- issue #33, item 3: off a terminal, whole lines; whatever follows starts a line of its own ----------
+def test_off_a_terminal_the_line_is_written_whole_now_and_then_and_once_at_the_end():
+    stream = io.StringIO()  # no terminal: nothing can be redrawn in place
+    progress = RunProgress(4, stream=stream, every=3600)
+    progress.window(0, 1)
+    for _ in range(3):
+        step = progress("options (judge)", 4)
+        step.update(4)
+        step.close()
+        progress.sample()
+    assert stream.getvalue() == "samples 0/4 · window 1/1 · step 0\n"  # the first line, then none for an hour
+    progress.saved(3, 4)
+    progress.close()
+    progress.close()  # closing twice is closing once
+    assert stream.getvalue().splitlines() == ["samples 0/4 · window 1/1 · step 0",
+                                              "samples 3/4 · window 1/1 · step 3"]
+    assert "\r" not in stream.getvalue() and stream.getvalue().endswith("\n")
+    assert progress.kept == (3, 4)
+
+
+def test_on_a_terminal_the_line_is_redrawn_and_cleared_at_the_end():
+    class Terminal(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    stream = Terminal()
+    progress = RunProgress(2, stream=stream)
+    progress.window(0, 1)
+    progress.sample()
+    assert "\rsamples 1/2 · window 1/1" in stream.getvalue()
+    progress.close()
+    assert stream.getvalue().endswith("\r")  # the cursor back at the start of a cleared line
+
+
+def test_a_resumed_run_counts_the_samples_an_earlier_try_finished():
+    progress = RunProgress(10, stream=io.StringIO())
+    progress.saved(6, 10)  # the folder held six when it was opened
+    progress.window(0, 1)
+    progress.sample()
+    assert progress.line.startswith("samples 7/10")
+
+
+def test_an_error_after_the_progress_line_starts_a_line_of_its_own(tmp_path, capsys):
+    """stderr is no terminal here (as in a log or CI): progress lines are whole, and the refusal that
+    follows them is a line of its own (it was glued on: `samplesoffline-eval: ...`)."""
+    common = ["run", "--dataset", str(EXAMPLES), "--no-cache", "--output", str(tmp_path / "run")]
+    assert main(common + ["--metrics", "rouge_l", "--quiet"]) == 0
+    capsys.readouterr()
+    assert main(common + ["--metrics", "rouge_l,aggregate", "--no-report"]) == 2
+    err = capsys.readouterr().err
+    lines = err.splitlines()
+    assert lines and lines[-1].startswith("offline-eval: ") and "holds the results of another run" in lines[-1], lines
+    assert all(line.startswith(("samples ", "offline-eval: ")) for line in lines), lines
+    assert "\r" not in err and err.endswith("\n")
+    # a run that ends well: whole progress lines, then the report's and the results' lines
+    assert main(common + ["--metrics", "rouge_l,aggregate", "--overwrite"]) == 0
+    err = capsys.readouterr().err
+    lines = err.splitlines()
+    assert "\r" not in err and lines[0].startswith("offline-eval: the earlier run in ")
+    assert lines[-2].startswith("report: ") and lines[-1].startswith("results: ")
+    assert all(line.startswith("samples ") for line in lines[1:-2]) and len(lines) > 3, lines

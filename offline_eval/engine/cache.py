@@ -21,14 +21,18 @@ The cache checks itself: each stored answer carries a checksum of its key and va
 checksum, text or JSON is wrong is dropped and recomputed (counted in :attr:`ResultCache.repaired`,
 ``cache_repaired`` in a run's summary); a file SQLite cannot read raises :class:`CacheDamaged`, whose
 one-line message says what to do. ``offline-eval cache check|prune PATH`` inspects and cleans a file.
+A disk that fails the file (full, read-only, an I/O error, no permission) is no damage: it raises
+:class:`CacheUnavailable`, an ``OSError``, and the file is left as it was.
 """
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
 import logging
 import sqlite3
+import sys
 import threading
 import time
 import uuid
@@ -62,8 +66,39 @@ class CacheDamaged(RuntimeError):
     """The cache file cannot be read as a database."""
 
 
-def _damaged(path: Path | None, exc: Exception) -> CacheDamaged:
+class CacheUnavailable(OSError):
+    """The cache file's disk failed it: full (SQLITE_FULL), an I/O error, read-only, no permission, locked
+    by another process past the timeout. Nothing in the file is damaged and every committed answer is
+    kept, so the advice is to fix the disk and rerun, never to move the file aside. An ``OSError`` (its
+    ``filename`` the cache file, its ``strerror`` SQLite's message), told to the user as any other
+    disk failure is (:mod:`offline_eval.cli`)."""
+
+
+# SQLite's primary result codes (the low byte of an extended code) that tell of the disk or the
+# machine, not of the file's contents, and the errno each stands for (None: no single one).
+_DISK_CODES = {
+    13: errno.ENOSPC,  # SQLITE_FULL: "database or disk is full" (a full disk, or max_page_count)
+    10: errno.EIO,     # SQLITE_IOERR: "disk I/O error" (EIO, and EDQUOT, which SQLite reports as IOERR_WRITE)
+    8: errno.EROFS,    # SQLITE_READONLY: "attempt to write a readonly database"
+    3: errno.EACCES,   # SQLITE_PERM
+    14: None,          # SQLITE_CANTOPEN: "unable to open database file" (no folder, no permission)
+    5: errno.EBUSY,    # SQLITE_BUSY: "database is locked" past the 60 s timeout
+    6: errno.EBUSY,    # SQLITE_LOCKED
+    7: errno.ENOMEM,   # SQLITE_NOMEM
+    22: None,          # SQLITE_NOLFS
+}
+_DISK_MESSAGES = {"database or disk is full": errno.ENOSPC, "disk I/O error": errno.EIO}
+
+
+def _failure(path: Path | None, exc: sqlite3.Error) -> CacheDamaged | CacheUnavailable:
+    """What a SQLite error on the cache file means: its disk failed it (:class:`CacheUnavailable`) or
+    the file is damaged (:class:`CacheDamaged`), each with its one-line message."""
     where = str(path) if path else "the in-memory cache"
+    code = getattr(exc, "sqlite_errorcode", None)
+    if code is not None and code & 0xFF in _DISK_CODES:
+        return CacheUnavailable(_DISK_CODES[code & 0xFF], str(exc), where)
+    if code is None and str(exc) in _DISK_MESSAGES:
+        return CacheUnavailable(_DISK_MESSAGES[str(exc)], str(exc), where)
     return CacheDamaged(
         f"cache {where} is damaged ({exc}); run `offline-eval cache check {where}`, move the file aside "
         "(a new cache is started and answers are recomputed), or run with --no-cache")
@@ -150,8 +185,8 @@ class ResultCache:
                 self._db.execute(_SCHEMA)
                 self._migrate()
                 self._fold_orphans()
-        except sqlite3.DatabaseError as exc:
-            raise _damaged(self.path, exc) from None
+        except sqlite3.Error as exc:
+            raise _failure(self.path, exc) from None
 
     def _migrate(self) -> None:
         """Caches written before checksums: add the columns and sum what is there (trusted once)."""
@@ -206,8 +241,19 @@ class ResultCache:
             self._db.execute("COMMIT")
             return True
         except BaseException:
-            self._db.execute("ROLLBACK")
+            self._rollback()
             raise
+
+    def _rollback(self) -> None:
+        """End a transaction that failed or was interrupted (Ctrl-C between BEGIN and COMMIT), so the
+        connection can fold its journal at close. SQLite has ended it already after some errors (a full
+        disk, an I/O error): then there is nothing to roll back, and the error that ended it is the one
+        to report, not "no transaction is active"."""
+        if self._db.in_transaction:
+            try:
+                self._db.execute("ROLLBACK")
+            except sqlite3.Error:
+                pass
 
     def _start_journal(self) -> str:
         """This process's journal: its lock is taken before the table exists, so no other process can
@@ -227,8 +273,8 @@ class ResultCache:
             return
         try:
             self._fold(self._journal)
-        except sqlite3.DatabaseError as exc:
-            raise _damaged(self.path, exc) from None
+        except sqlite3.Error as exc:
+            raise _failure(self.path, exc) from None
         if self._journal_lock is not None:
             self._lock_path(self._journal).unlink(missing_ok=True)
         self._release_journal()
@@ -244,8 +290,8 @@ class ResultCache:
     def _query(self, sql: str, params: Iterable[Any] = ()) -> list[tuple]:
         try:
             return self._db.execute(sql, tuple(params)).fetchall()
-        except sqlite3.DatabaseError as exc:
-            raise _damaged(self.path, exc) from None
+        except sqlite3.Error as exc:
+            raise _failure(self.path, exc) from None
 
     @staticmethod
     def _decode(key: str, raw: bytes | None, stored_sum: str | None) -> tuple[bool, Any]:
@@ -317,10 +363,15 @@ class ResultCache:
             try:
                 journal = self._journal or self._start_journal()
                 self._db.execute("BEGIN")
-                self._db.executemany(f"INSERT INTO {journal} (rowid, {_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?)", rows)
-                self._db.execute("COMMIT")
-            except sqlite3.DatabaseError as exc:
-                raise _damaged(self.path, exc) from None
+                try:
+                    self._db.executemany(f"INSERT INTO {journal} (rowid, {_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?)",
+                                         rows)
+                    self._db.execute("COMMIT")
+                except BaseException:  # the batch is not kept; what was committed before it is
+                    self._rollback()
+                    raise
+            except sqlite3.Error as exc:
+                raise _failure(self.path, exc) from None
             self._index.add(prefixes, [row[0] for row in rows])
             self._next_rowid += len(rows)
 
@@ -329,8 +380,8 @@ class ResultCache:
             for start in range(0, len(values), _CHUNK):
                 chunk = values[start:start + _CHUNK]
                 self._db.execute(f"DELETE FROM {table} WHERE {column} IN ({','.join('?' * len(chunk))})", chunk)
-        except sqlite3.DatabaseError as exc:
-            raise _damaged(self.path, exc) from None
+        except sqlite3.Error as exc:
+            raise _failure(self.path, exc) from None
 
     # -- maintenance (offline-eval cache check|prune) ---------------------------------------------
     def _records(self) -> Iterator[tuple[str, str, bool]]:
@@ -368,14 +419,17 @@ class ResultCache:
         with self._lock:
             self._delete("results", "key", damaged)
             removed = {"damaged": len(damaged), "old": 0, "kind": 0}
-            if older_than_s is not None:
-                cut = time.time() - older_than_s
-                removed["old"] = self._db.execute("DELETE FROM results WHERE created < ?", (cut,)).rowcount
             kinds = list(kinds)
-            if kinds:
-                removed["kind"] = self._db.execute(
-                    f"DELETE FROM results WHERE kind IN ({','.join('?' * len(kinds))})", kinds).rowcount
-            self._db.execute("VACUUM")
+            try:
+                if older_than_s is not None:
+                    cut = time.time() - older_than_s
+                    removed["old"] = self._db.execute("DELETE FROM results WHERE created < ?", (cut,)).rowcount
+                if kinds:
+                    removed["kind"] = self._db.execute(
+                        f"DELETE FROM results WHERE kind IN ({','.join('?' * len(kinds))})", kinds).rowcount
+                self._db.execute("VACUUM")  # a copy of the file: it needs as much free space again
+            except sqlite3.Error as exc:
+                raise _failure(self.path, exc) from None
         return removed
 
     def merge_from(self, source: str | Path) -> int:
@@ -386,13 +440,21 @@ class ResultCache:
         with self._lock:
             self._end_journal()
             before = self._query("SELECT COUNT(*) FROM results")[0][0]
-            self._db.execute("ATTACH DATABASE ? AS src", (str(source),))
             try:
-                self._db.execute("BEGIN IMMEDIATE")
-                self._db.execute(f"INSERT OR IGNORE INTO results ({_COLUMNS}) SELECT {_COLUMNS} FROM src.results")
-                self._db.execute("COMMIT")
-            finally:
-                self._db.execute("DETACH DATABASE src")
+                self._db.execute("ATTACH DATABASE ? AS src", (str(source),))
+                try:
+                    self._db.execute("BEGIN IMMEDIATE")
+                    try:
+                        self._db.execute(f"INSERT OR IGNORE INTO results ({_COLUMNS}) "
+                                         f"SELECT {_COLUMNS} FROM src.results")
+                        self._db.execute("COMMIT")
+                    except BaseException:
+                        self._rollback()
+                        raise
+                finally:
+                    self._db.execute("DETACH DATABASE src")
+            except sqlite3.Error as exc:
+                raise _failure(self.path, exc) from None
             return self._query("SELECT COUNT(*) FROM results")[0][0] - before
 
     def __len__(self) -> int:
@@ -403,20 +465,27 @@ class ResultCache:
     def __enter__(self) -> "ResultCache":
         return self
 
-    def __exit__(self, *exc: Any) -> None:
-        self.close()
+    def __exit__(self, exc_type: Any, *exc: Any) -> None:
+        self.close(failing=exc_type is not None)
 
-    def close(self) -> None:
+    def close(self, *, failing: bool | None = None) -> None:
         """Fold this process's journal into ``results`` and close the file (an in-memory cache is only
         dropped). A fold that fails (a full disk) leaves the journal to the next process that opens the
-        file: the answers are kept, and the run that wrote them has finished."""
+        file: the answers are kept, and the run that wrote them has finished. That is a warning, or only
+        logged when ``failing``: the cache closes because an error or an interrupt ends the run, and the
+        one line the user reads is that error's. None: whether an exception is on its way now (a ``with``
+        block or a ``finally`` that closes the cache, through any wrapper)."""
+        if failing is None:
+            failing = sys.exc_info()[0] is not None
         with self._lock:
             try:
                 if self.path is not None:
                     self._end_journal()
-            except CacheDamaged as exc:
-                log.warning("%s; this run's answers stay in its journal, folded in by the next run on the file",
-                            exc)
+            except (CacheDamaged, CacheUnavailable) as exc:
+                reason = str(exc) if isinstance(exc, CacheDamaged) else f"cache {exc.filename}: {exc.strerror}"
+                log.log(logging.INFO if failing else logging.WARNING,
+                        "%s; this run's answers stay in its journal, folded in by the next run on the file",
+                        reason)
                 self._release_journal()
             finally:
                 self._db.close()

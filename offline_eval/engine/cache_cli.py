@@ -16,11 +16,17 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
                                           "damaged one by themselves. These commands look at a whole file.")
     sub = p.add_subparsers(dest="cache_command", metavar="ACTION", required=True)
     check = sub.add_parser("check", help="SQLite integrity and every record's checksum; exits 1 on damage",
+                           description="Check SQLite's integrity and every record's checksum. Exits 0 when the "
+                                       "file is sound, 1 on damage (damaged records, or a file SQLite cannot "
+                                       "read as a database), 2 when PATH is no file.",
                            formatter_class=HelpFormatter)
     check.add_argument("path", type=Path, help="the cache file (e.g. ~/.cache/offline-eval/cache.sqlite)")
     check.set_defaults(func=cmd_check)
     prune = sub.add_parser("prune", help="delete damaged records (and, if asked, old ones or one kind), then "
-                                         "compact the file")
+                                         "compact the file",
+                           description="Delete damaged records (and, if asked, old ones or those of a kind), then "
+                                       "compact the file. Exits 1 when SQLite cannot read the file as a "
+                                       "database (nothing to prune: move it aside), 2 when PATH is no file.")
     prune.add_argument("path", type=Path, help="the cache file")
     prune.add_argument("--older-than", type=float, metavar="DAYS", help="also delete records stored before this")
     prune.add_argument("--kind", action="append", default=[], metavar="KIND",
@@ -39,12 +45,27 @@ def _open(path: Path) -> Any:
     return ResultCache(path)
 
 
+def _unreadable(path: Path, exc: Exception) -> int:
+    """A file SQLite cannot read as a database is damage (exit 1, as damaged records are) that prune
+    cannot mend. The advice is the one that fits these commands; CacheDamaged's own is a run's, and
+    would send the user to `cache check`, the command that just ran."""
+    reason = exc.__context__ if exc.__context__ is not None else exc  # SQLite's words
+    print(f"offline-eval cache: {path}: SQLite cannot read the file ({reason}); move it aside or delete it "
+          "(a run then starts a new cache and computes its answers again)", file=sys.stderr)
+    return 1
+
+
 def cmd_check(args: argparse.Namespace) -> int:
-    cache = _open(args.path)
+    from offline_eval.engine.cache import CacheDamaged
+
     try:
-        report = cache.check()
-    finally:
-        cache.close()
+        cache = _open(args.path)
+        try:
+            report = cache.check()
+        finally:
+            cache.close()
+    except CacheDamaged as exc:
+        return _unreadable(args.path, exc)
     kinds = ", ".join(f"{k} {n}" for k, n in sorted(report.by_kind.items())) or "none"
     print(f"{args.path}: {report.records} records ({kinds}); {report.damaged} damaged; "
           f"SQLite integrity: {report.integrity}")
@@ -56,13 +77,18 @@ def cmd_check(args: argparse.Namespace) -> int:
 
 
 def cmd_prune(args: argparse.Namespace) -> int:
-    cache = _open(args.path)
+    from offline_eval.engine.cache import CacheDamaged
+
     try:
-        removed = cache.prune(older_than_s=args.older_than * 86400 if args.older_than is not None else None,
-                              kinds=args.kind)
-        left = len(cache)
-    finally:
-        cache.close()
+        cache = _open(args.path)
+        try:
+            removed = cache.prune(older_than_s=args.older_than * 86400 if args.older_than is not None else None,
+                                  kinds=args.kind)
+            left = len(cache)
+        finally:
+            cache.close()
+    except CacheDamaged as exc:
+        return _unreadable(args.path, exc)
     print(f"{args.path}: removed {removed['damaged']} damaged, {removed['old']} old, {removed['kind']} by kind; "
           f"{left} records left")
     return 0

@@ -120,7 +120,8 @@ class Metric:
     """Base class. Subclasses set ``name``, ``requires`` (sample fields: the engine leaves a sample that
     lacks one unscored without calling ``score``, see :func:`start`), ``roles`` (models used) and,
     for a metric where a smaller value is the better one, ``higher_is_better = False`` (recorded in
-    summary.json; reports, gates and comparisons read it from there).
+    summary.json; reports, gates and comparisons read it from there), and ``value_range`` for one whose
+    values are not in [0, 1] (the aggregate puts every metric on one scale with :meth:`goodness`).
 
     ``Options``: a dataclass of the metric's own settings. Each field is a ``run`` flag
     ``--<name>-<field>`` (:func:`option_flag`; its ``metadata``: ``help``, ``metavar``, ``flag`` for
@@ -134,6 +135,7 @@ class Metric:
     roles: ClassVar[frozenset[str]] = frozenset()  # subset of {"judge", "verifier", "embedder"}
     description: ClassVar[str] = ""
     higher_is_better: ClassVar[bool] = True
+    value_range: ClassVar[tuple[float, float]] = (0.0, 1.0)
     Options: ClassVar[type] = NoOptions
 
     def __init__(self, options: Any = None, **values: Any) -> None:
@@ -142,6 +144,14 @@ class Metric:
     def score(self, sample: Sample, ctx: Any) -> ScoreGenerator:
         raise NotImplementedError
         yield  # pragma: no cover  (makes every override a generator by convention)
+
+    @classmethod
+    def goodness(cls, value: float) -> float:
+        """``value`` on a scale shared by every metric: 0 its worst, 1 its best (``value_range`` read in
+        the metric's direction, clipped to it)."""
+        low, high = cls.value_range
+        share = min(max((value - low) / (high - low), 0.0), 1.0)
+        return share if cls.higher_is_better else 1.0 - share
 
     def config(self) -> dict[str, Any]:
         """What changes this metric's value besides the run's settings: its options (they enter the run

@@ -356,6 +356,7 @@ class RubricsScore(SampleMetric):
     requires = ("question", "answer")
     roles = frozenset({"judge"})
     description = "1-5 score against a rubric (with the reference when the sample has one)"
+    value_range = (1.0, 5.0)
 
     @dataclass(frozen=True)
     class Options:
@@ -399,6 +400,7 @@ class NoiseSensitivityRelevant(SampleMetric):
     roles = frozenset({"judge", "verifier"})
     description = ("share of the answer's claims that are wrong (not in the reference) yet supported by a "
                    "relevant retrieved chunk")
+    higher_is_better = False  # a share of wrong claims, as Ragas documents it
     chunk_kind: ClassVar[str] = "relevant"
 
     def compute(self, sample, ctx, lang):

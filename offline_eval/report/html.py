@@ -506,7 +506,9 @@ def write_report(run_dir: str | Path, output: str | Path | None = None) -> Path:
     data = load_run(run_dir)
     path = Path(output) if output is not None else data.path / REPORT_FILE
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(render_report(data), encoding="utf-8")
+    from offline_eval.run.folder import write_atomic
+
+    write_atomic(path, render_report(data))  # a full disk leaves the earlier report, not half of one
     return path
 
 

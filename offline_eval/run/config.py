@@ -215,20 +215,25 @@ class Run:
 def build_run(config: RunConfig, *, models: Models | None = None) -> Run:
     """Resolve ``config`` into a :class:`Run`; ``models`` (from :func:`configure_models`) reuses models
     configured earlier instead of the choice in ``config.models``. Raises, before any model loads, on
-    an unknown metric or plugin, a gate on a metric not in the run, a device this machine lacks
-    (ValueError) and a missing model folder (:class:`ModelsMissing`)."""
+    an unknown metric or plugin, an empty metric list, a gate on a metric not in the run, a device that
+    is no device or, when a model will run on it, one this machine lacks (ValueError) and a missing
+    model folder (:class:`ModelsMissing`)."""
     load_plugins(config.plugins)
     own = metric_options()
     unknown = sorted(k for k in config.options if k not in own and k not in EvalSettings.option_names())
     if unknown:
         raise TypeError(f"unknown option(s) {', '.join(unknown)}; known: {', '.join(known_options())}")
+    if config.metrics is not None and not [m for m in config.metrics if m not in (AGGREGATE, "ragas_score")]:
+        # None is the default five; an empty list is a mistake (`--metrics ""`), not a wish for them
+        raise ValueError(f"--metrics names no metric ({', '.join(map(str, config.metrics)) or 'an empty list'}); "
+                         "see `offline-eval metrics`, or leave it out for the default five")
     metrics, aggregate = resolve_metrics(config.metrics, {k: v for k, v in config.options.items() if k in own})
     names = [m.name for m in metrics] + ([AGGREGATE] if aggregate else [])
     unknown = sorted(set(config.fail_under) - set(names))
     if unknown:
         raise ValueError(f"--fail-under names {', '.join(unknown)}, not among this run's metrics "
                          f"({', '.join(names)})")
-    check_device(config.models.device)
+    check_device(config.models.device, used=any(m.roles for m in metrics))
     if models is None:
         models = configure_models(config.models, {r for m in metrics for r in m.roles})
     profile = models.profile
@@ -268,9 +273,20 @@ def calibration_files(profile: Any, roles: set[str]) -> list[Path]:
     return found
 
 
-def check_device(device: str | None) -> None:
-    """A ``--device`` this machine lacks is a one-line error before any model loads."""
-    if not device or not device.startswith("cuda"):
+def check_device(device: str | None, *, used: bool = True) -> None:
+    """A ``--device`` that is not cpu, cuda or cuda:N, or (when ``used``: a model will run on it) one
+    this machine lacks, is a one-line ValueError naming the flag, before any model loads. A run no
+    model takes part in (``used`` False) accepts a CUDA device on a machine without one, without
+    importing torch to look: nothing runs on it, and one command line then serves a GPU machine and a
+    CPU-only one alike."""
+    if device is None:
+        return
+    from offline_eval.runtime.devices import device_problem
+
+    problem = device_problem(device)
+    if problem:
+        raise ValueError(f"--device: {problem}")
+    if not used or device == "cpu":
         return
     import torch
 

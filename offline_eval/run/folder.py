@@ -9,6 +9,11 @@
 
 The lock is an advisory ``flock`` on ``.lock``: the kernel releases it when its process ends, however
 it ends, so a killed run never leaves the folder locked.
+
+A write that fails (a full disk, a quota, a read-only or failing disk) raises an ``OSError`` whose
+``filename`` names the file, and leaves no partial line or temporary file behind where that is safe:
+results.jsonl is cut back to its last full window, a half-written ``.tmp`` is removed. What the folder
+held before the failure is kept, so the rerun of the same command resumes.
 """
 
 from __future__ import annotations
@@ -53,10 +58,35 @@ def _read_json(path: Path) -> dict[str, Any] | None:
     return value if isinstance(value, dict) else None
 
 
-def _write_atomic(path: Path, text: str) -> None:
+def _named(exc: OSError, path: Path) -> OSError:
+    """``exc`` naming the file it failed on: a write or an fsync that fails (ENOSPC, EIO) names none."""
+    if exc.filename is not None:
+        return exc
+    named = OSError(exc.errno, exc.strerror or str(exc), str(path))
+    named.__cause__ = exc
+    return named
+
+
+def _remove(path: Path) -> None:
+    """Remove a temporary file a failed write left, if it can be (a read-only disk keeps it)."""
+    try:
+        path.unlink(missing_ok=True)
+    except OSError:
+        pass
+
+
+def write_atomic(path: Path, text: str) -> None:
+    """``path`` holds ``text`` whole or is left as it was: written beside it and renamed over it; a
+    failed write removes what it wrote and raises an OSError naming ``path``."""
     tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(text, encoding="utf-8")
-    tmp.replace(path)
+    try:
+        tmp.write_text(text, encoding="utf-8")
+        tmp.replace(path)
+    except BaseException as exc:
+        _remove(tmp)
+        if isinstance(exc, OSError):
+            raise _named(exc, path)
+        raise
 
 
 @dataclass
@@ -115,11 +145,18 @@ class RunFolder:
             raise RunFolderError(
                 f"{self.path} is in use by another run ({holder}); wait for it to finish or choose another "
                 "--output") from None
-        handle.seek(0)
-        handle.truncate()
-        handle.write(json.dumps({"pid": os.getpid(), "host": socket.gethostname(), "since": _now(),
-                                 "command": " ".join(sys.argv[:1] + sys.argv[1:8])}) + "\n")
-        handle.flush()
+        try:
+            handle.seek(0)
+            handle.truncate()
+            handle.write(json.dumps({"pid": os.getpid(), "host": socket.gethostname(), "since": _now(),
+                                     "command": " ".join(sys.argv[:1] + sys.argv[1:8])}) + "\n")
+            handle.flush()
+        except OSError as exc:
+            try:
+                handle.close()
+            except OSError:  # what could not be flushed fails the close too; the lock is released
+                pass
+            raise _named(exc, self.path / LOCK)
         self._lock_handle = handle
 
     def release(self) -> None:
@@ -153,7 +190,7 @@ class RunFolder:
             done = set()
         else:
             done = set()
-        _write_atomic(self.path / FINGERPRINT, json.dumps(
+        write_atomic(self.path / FINGERPRINT, json.dumps(
             {"fingerprint": fingerprint, **info, "started": info.get("started") or _now()}, indent=2,
             ensure_ascii=False, default=str))
         return done
@@ -180,12 +217,32 @@ class RunFolder:
 
     # -- writing --------------------------------------------------------------------------------
     def append(self, rows: Iterable[dict[str, Any]]) -> None:
-        """Append finished rows to results.jsonl and make them durable before returning."""
-        if self._sink is None:
-            self._sink = open(self.path / RESULTS, "a", encoding="utf-8")
-        self._sink.write("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows))
-        self._sink.flush()
-        os.fsync(self._sink.fileno())
+        """Append finished rows to results.jsonl and make them durable before returning.
+
+        A write that fails or is interrupted (a full disk, Ctrl-C) cuts the file back to its length
+        before the call, so no torn line is left, and an OSError names the file. Cutting is safe: this
+        process holds the folder, and the rows cut are those of this call, scored again by the rerun."""
+        path = self.path / RESULTS
+        data = "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows).encode("utf-8")
+        start = None
+        try:
+            if self._sink is None:
+                self._sink = open(path, "ab", buffering=0)  # unbuffered: every byte written is accounted
+            fd = self._sink.fileno()
+            start = os.fstat(fd).st_size
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view):]
+            os.fsync(fd)
+        except BaseException as exc:
+            if start is not None:
+                try:
+                    os.ftruncate(fd, start)
+                except OSError:  # a disk gone read-only: the rerun cuts the torn line (_drop_cut_line)
+                    pass
+            if isinstance(exc, OSError):
+                raise _named(exc, path)
+            raise
 
     def finish(self, order: dict[str, int], names: list[str], run_info: dict[str, Any],
                annotate: Callable[[dict[str, Any]], None] | None = None,
@@ -225,20 +282,26 @@ class RunFolder:
         reasons = {n: [entry[2][i][1] for entry in index] for i, n in enumerate(names)}
         summary = summarize(values, reasons) if summarize else {"metrics": {}}
         tmp = results.with_name(RESULTS + ".tmp")
-        with open(tmp, "w", encoding="utf-8") as out:
-            if index:
-                with open(results, "rb") as handle:
-                    for _, start, _ in index:
-                        handle.seek(start)
-                        row = json.loads(handle.readline())
-                        if annotate:
-                            annotate(row)
-                        out.write(json.dumps(row, ensure_ascii=False) + "\n")
-            out.flush()
-            os.fsync(out.fileno())
-        tmp.replace(results)
+        try:
+            with open(tmp, "w", encoding="utf-8") as out:
+                if index:
+                    with open(results, "rb") as handle:
+                        for _, start, _ in index:
+                            handle.seek(start)
+                            row = json.loads(handle.readline())
+                            if annotate:
+                                annotate(row)
+                            out.write(json.dumps(row, ensure_ascii=False) + "\n")
+                out.flush()
+                os.fsync(out.fileno())
+            tmp.replace(results)
+        except BaseException as exc:  # results.jsonl is whole until the rename: the copy is removed
+            _remove(tmp)
+            if isinstance(exc, OSError):
+                raise _named(exc, results)
+            raise
         summary["run"] = {**run_info, "finished": _now(), "metrics": names, "n_samples": len(index)}
-        _write_atomic(self.path / SUMMARY, json.dumps(summary, indent=2, ensure_ascii=False, default=str))
+        write_atomic(self.path / SUMMARY, json.dumps(summary, indent=2, ensure_ascii=False, default=str))
         return summary, len(index)
 
     def _drop_cut_line(self) -> None:

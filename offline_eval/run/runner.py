@@ -69,13 +69,21 @@ def fewer_collections(threshold: int = GC_THRESHOLD):
             gc.unfreeze()
 
 
-def aggregate_score(scores: dict[str, Score], weights: dict[str, float]) -> Score:
-    """Weighted harmonic mean of a sample's scored metrics (Ragas' original ragas_score)."""
-    parts = {n: s.value for n, s in scores.items()
-             if s.value is not None and (not weights or n in weights) and 0.0 <= s.value <= 1.0}
+def aggregate_score(scores: dict[str, Score], weights: dict[str, float], metrics: list[Metric]) -> Score:
+    """Weighted harmonic mean of a sample's scored metrics (Ragas' original ragas_score), each read on
+    one scale first: :meth:`Metric.goodness`, 0 the metric's worst value and 1 its best, so that a
+    lower-is-better metric (hallucination_rate, noise sensitivity, the keypoints' hallucination) counts
+    as 1 - value and rubrics_score's 1-5 as (value - 1) / 4. As in Ragas, a part at its worst (goodness 0)
+    makes the aggregate 0. ``weights``: metric -> weight (empty: every metric, weight 1; otherwise only
+    the metrics named)."""
+    classes = {m.name: type(m) for m in metrics}
+    parts = {n: classes[n].goodness(s.value) for n, s in scores.items()
+             if s.value is not None and n in classes and (not weights or n in weights)}
     if not parts:
         return Score.unscored("no_scored_metric", "no metric of the aggregate was scored")
     w = {n: float(weights.get(n, 1.0)) if weights else 1.0 for n in parts}
+    if not any(weight > 0 for weight in w.values()):
+        return Score.unscored("no_scored_metric", "every scored metric of the aggregate has weight 0")
     if any(v == 0.0 and w[n] > 0 for n, v in parts.items()):
         value = 0.0
     else:
@@ -158,6 +166,10 @@ def evaluate(samples: list[Sample], metrics: list[Metric], models: ModelSet, set
         windows = -(-len(sink.todo) // window)
         announce = getattr(progress, "window", None)  # a RunProgress (offline_eval.progress) follows windows
         counted = getattr(progress, "sample", None)
+        saved = getattr(progress, "saved", None)  # and what results.jsonl holds (told on an interrupt)
+        kept = len(sink.done)
+        if saved:
+            saved(kept, len(samples))
 
         def finished(row: dict[str, Any]) -> None:
             if counted:
@@ -168,8 +180,13 @@ def evaluate(samples: list[Sample], metrics: list[Metric], models: ModelSet, set
         for start in range(0, len(sink.todo), window):
             if announce:
                 announce(start // window, windows)
-            sink.append(_score_window(engine, sink.todo[start:start + window], metrics, settings, aggregate,
-                                      per_row, finished if (counted or on_sample) else None))
+            rows = _score_window(engine, sink.todo[start:start + window], metrics, settings, aggregate, per_row,
+                                 finished if (counted or on_sample) else None)
+            sink.append(rows)
+            kept += len(rows)
+            del rows  # not kept alive while the next window is scored
+            if saved:
+                saved(kept, len(samples))
             engine.forget()  # answers of this window stay in the cache, not in memory
         output = sink.finish(engine.stats.to_dict(), calibrations, window=window,
                              cache_repaired=getattr(cache, "repaired", 0))
@@ -191,7 +208,7 @@ def _score_window(engine: Engine, window: list[Sample], metrics: list[Metric], s
         if len(scores[index]) == len(metrics):
             ordered = {m.name: scores[index][m.name] for m in metrics}
             if aggregate:
-                ordered[AGGREGATE] = aggregate_score(ordered, settings.aggregate_weights)
+                ordered[AGGREGATE] = aggregate_score(ordered, settings.aggregate_weights, metrics)
             rows[index] = _result_row(window[index], ordered)
             if on_sample:
                 on_sample(rows[index])
