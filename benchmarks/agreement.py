@@ -16,6 +16,10 @@ Sets (../shared/data, SPEC §6), each mapped to the metric it tests:
   rgb_en           RGB counterfactual English: each query's passages state a planted wrong answer;
                    the planted answer is faithful to them (1), the true answer is not (0): does the
                    metric check the contexts or its own world knowledge? faithfulness
+  mtrag            MT-RAG dev (half of its human-evaluation subset, 10 conversations): each rated answer
+                   (the reference, Llama-3.1-405B, GPT-4o) against its turn's passages, faithful when the
+                   median of its annotators' 1-4 faithfulness ratings is 4 ("Yes", MT-RAG's own median
+                   aggregator); question = the turn's last user message, the history ignored; faithfulness
 
 Configurations: ``plain`` is the one-prompt baseline of issue #14 (user turn "Context:\\n{contexts}\\n\\n
 Statement:\\n{answer}\\n\\nIs the statement fully supported by the context? Answer Yes or No.", score =
@@ -164,6 +168,21 @@ def _rgb(limit: int | None, seed: int) -> list[tuple[Sample, float]]:
     return out
 
 
+def _mtrag(limit: int | None, seed: int) -> list[tuple[Sample, float]]:
+    data = json.load(open(DATA / "mtrag_dev.json", encoding="utf-8"))
+    documents = {d["document_id"]: d["text"].strip() for d in data["documents"]}
+    tasks = {t["task_id"]: t for t in data["tasks"]}
+    out = []
+    for i, ev in enumerate(data["evaluations"], start=1):
+        task = tasks[ev["task_id"]]
+        question = next(turn["text"] for turn in reversed(task["input"]) if turn["speaker"] == "user")
+        ratings = [int(r["value"]) for r in ev["annotations"]["faithfulness"].values()]
+        out.append((Sample(id=f"mtrag-{i}-{ev['model_id']}", question=question, answer=ev["model_response"],
+                           contexts=[documents[c["document_id"]] for c in task["contexts"]], row=i),
+                    float(np.median(ratings) == 4)))
+    return _draw(out, limit, seed)
+
+
 def _draw(rows: list[tuple[Sample, float]], limit: int | None, seed: int, stratified: bool = True):
     if not limit or limit >= len(rows):
         return rows
@@ -186,6 +205,8 @@ SETS: dict[str, tuple[Callable[..., list], str, type[Metric], int | None, str]] 
                        "QAGS CNN/DM, whole summaries (faithful = every sentence yes)"),
     "evouna_tq": (_evouna, "answer_correctness", PlainCorrect, 300, "EVOUNA TriviaQA, answer correctness"),
     "rgb_en": (_rgb, "faithfulness", PlainSupport, 100, "RGB counterfactual: planted answer (1) vs true answer (0)"),
+    "mtrag": (_mtrag, "faithfulness", PlainSupport, None,
+              "MT-RAG dev, rated answers vs their passages (faithful = median rating 4), history ignored"),
 }
 
 # Configurations: name -> (metric or None for the set's default, settings overrides, metadata value key)
@@ -294,6 +315,20 @@ def write_outputs(out: Path, payload: dict[str, Any]) -> None:
     out.with_suffix(".md").write_text("\n".join(lines), encoding="utf-8")
 
 
+def code_version() -> str:
+    """The checkout's commit, and whether the package has uncommitted changes."""
+    import subprocess
+
+    try:
+        code = subprocess.run(["git", "-C", str(REPO), "rev-parse", "--short", "HEAD"], capture_output=True,
+                              text=True).stdout.strip() or "unknown"
+        dirty = subprocess.run(["git", "-C", str(REPO), "status", "--porcelain", "offline_eval"],
+                               capture_output=True, text=True).stdout.strip()
+        return code + (" + uncommitted changes" if dirty else "")
+    except OSError:
+        return "unknown"
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--sets", default=",".join(SETS), help="comma-separated: " + ", ".join(SETS))
@@ -322,18 +357,9 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     limits = {k: int(v) for k, _, v in (x.partition("=") for x in args.limit)}
 
-    import subprocess
-
     import torch
     torch.set_num_threads(args.threads)
-    try:
-        code = subprocess.run(["git", "-C", str(REPO), "rev-parse", "--short", "HEAD"], capture_output=True,
-                              text=True).stdout.strip() or "unknown"
-        dirty = subprocess.run(["git", "-C", str(REPO), "status", "--porcelain", "offline_eval"],
-                               capture_output=True, text=True).stdout.strip()
-        code += " + uncommitted changes" if dirty else ""
-    except OSError:
-        code = "unknown"
+    code = code_version()
     raw_argv = argv if argv is not None else sys.argv[1:]
     meta = {"date": datetime.now(timezone.utc).isoformat(timespec="seconds"), "code": code,
             "machine": f"{platform.platform()}, {os.cpu_count()} CPUs, torch {torch.__version__}, "

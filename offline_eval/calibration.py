@@ -36,7 +36,7 @@ FORMAT = 1
 # The settings that change a metric's value (the others change cost or wording of nothing scored).
 SIGNATURE_FIELDS = ("verifier", "verdicts", "verdict_score", "support_threshold", "claims",
                     "short_answer_sentences", "context_window", "windows_per_claim", "fragment_words",
-                    "baseline_weight")
+                    "baseline_weight", "credulity_limit")
 _EPS = 1e-4
 
 

@@ -164,6 +164,10 @@ def add_run_parser(subparsers: Any) -> argparse.ArgumentParser:
                       help="judge option verdicts: take W of the lean each retrieved passage gives the judge (its "
                            "P(Yes) for an empty statement, in log-odds) out of every verdict against it; 0 turns "
                            "it off (default 0.5)")
+    what.add_argument("--credulity-limit", type=unit_fraction, metavar="P",
+                      help="judge option verdicts: a retrieved passage whose P(Yes) for an absurd statement is above "
+                           "P agrees with anything (an instruction to the grader planted in it) and is not taken "
+                           "as evidence; 1 turns it off (default 0.5)")
     add_calibration_arguments(what)
     models = p.add_argument_group("models")
     add_model_arguments(models)

@@ -11,6 +11,10 @@ retrieval metrics (recall, precision, EIR) are defined in terms of these sentenc
 * Chinese: ``re.split(r'(?<=[。！？])\\s*|\\n', text)``, i.e. after 。！？ and at newlines;
 * every sentence is whitespace-stripped and empty ones are dropped.
 
+pysbd's time grows with the square of the text's length (see :data:`PYSBD_WHOLE_CHARS`), so an English
+text longer than that is segmented in bounded pieces (:func:`_segment_in_pieces`): identical on every
+text of the parity fixtures, linear on a context of megabytes.
+
 ROUGE-L tokenisation follows the scorer that produced the reference values: ``rouge_chinese``'s
 (whitespace tokens, over jieba tokens for Chinese); see :func:`rouge_sentences`.
 """
@@ -36,8 +40,29 @@ _CUT_SENT_RULES: tuple[tuple[re.Pattern[str], str], ...] = (
     (re.compile("([。！？\\?][”’])([^，。！？\\?])"), "\\1\\n\\2"),
 )
 
+# pysbd is quadratic in the length of the text it segments, for two reasons: its numbered-list rule
+# (``ListItemReplacer.scan_lists``) rewrites the whole text once per list item found anywhere in it
+# (``Doc 1.``, ``2.``...), and its span matching (``Segmenter.sentences_with_char_spans``) searches
+# every sentence from the start of the text. Measured: 100k characters of RAGEval answers 2.3 s, 200k
+# 15 s, a 5 MB context hours. Texts up to PYSBD_WHOLE_CHARS (more than every text of the parity
+# fixtures: RAGEval's at most 3.8k, DragonBall's documents at most 16k) are segmented whole, exactly
+# as the reference does; a longer one PYSBD_PIECE_CHARS new characters at a time (see
+# _segment_in_pieces). Within a piece the list rule is still quadratic, so smaller pieces win on
+# list-heavy text and lose on prose to pysbd's cost per call; 2,000 was the best of 1,000-10,000
+# on answers, documents and lists.
+PYSBD_WHOLE_CHARS = 20_000
+PYSBD_PIECE_CHARS = 2_000
+# A piece is grown (doubled) up to this size while pysbd finds too few sentences in it; a text with
+# no boundary in this many characters is cut at the last whitespace before it.
+PYSBD_MAX_PIECE_CHARS = 8 * PYSBD_PIECE_CHARS
+# Whole sentences read again before the new text of a piece, so that its first boundaries are read
+# after text as in the whole text (pysbd reads a ``1.`` at the start of a text otherwise than after
+# ``... grew. ``).
+_CONTEXT_SENTENCES = 2
+
 _segmenter_lock = threading.RLock()
 _segmenter: Any = None
+_span_segmenter: Any = None
 _jieba_lock = threading.Lock()
 _jieba: Any = None
 
@@ -78,26 +103,106 @@ def _get_segmenter() -> Any:
     return _segmenter
 
 
-@lru_cache(maxsize=65536)
-def _split_cached(text: str, language: str) -> tuple[str, ...]:
-    if language == "zh":
-        pieces = _ZH_SPLIT.split(text)
-    else:
-        segmenter = _get_segmenter()
-        with _segmenter_lock:  # pysbd keeps per-call state on the segmenter instance
-            pieces = segmenter.segment(text)
+def _get_span_segmenter() -> Any:
+    """The same segmenter returning ``TextSpan``s (``char_span=True``): the same sentences, with
+    their offsets in the text, which :func:`_segment_in_pieces` resumes from."""
+    global _span_segmenter
+    if _span_segmenter is None:
+        with _segmenter_lock:
+            if _span_segmenter is None:
+                import pysbd
+
+                _span_segmenter = pysbd.Segmenter(language="en", clean=False, char_span=True)
+    return _span_segmenter
+
+
+def _segment_english(text: str) -> list[str]:
+    """pysbd's sentences of ``text``: of the whole text up to :data:`PYSBD_WHOLE_CHARS`, else
+    piece by piece."""
+    if len(text) > PYSBD_WHOLE_CHARS:
+        return _segment_in_pieces(text)
+    segmenter = _get_segmenter()
+    with _segmenter_lock:  # pysbd keeps per-call state on the segmenter instance
+        return segmenter.segment(text)
+
+
+def _segment_in_pieces(text: str, piece: int = PYSBD_PIECE_CHARS,
+                       max_piece: int = PYSBD_MAX_PIECE_CHARS) -> list[str]:
+    """pysbd's sentences of a long ``text``, segmented about ``piece`` new characters at a time.
+
+    A boundary is taken from a piece only where whole sentences of the piece lie on both sides of
+    it: the piece's last sentence (which its end may have cut) and the one before it (whose end that
+    cut may have moved) are handed on to the next piece, which starts ``_CONTEXT_SENTENCES``
+    sentences before them, so that they too are read after text as in the whole text. Where the
+    next piece finds no boundary where the sentences handed on start, it starts there instead.
+    pysbd's rules read a few characters around a boundary, except its list rules, which read the
+    whole text they are given (a ``2.`` where a sentence would end is a list number when items 1, 2
+    or 2, 3 are found anywhere in it): here "anywhere" is the piece, not a whole megabyte-long
+    context. A piece with fewer than three new sentences is doubled, up to ``max_piece``; a run of
+    that many characters without a boundary is cut at its last whitespace.
+    """
+    segmenter = _get_span_segmenter()
+
+    def spans(start: int, end: int) -> list[tuple[str, int]]:
+        """(sentence, absolute start) of pysbd's sentences of ``text[start:end]``."""
+        with _segmenter_lock:  # per piece, so other threads' short texts are not held up
+            return [(span.sent, start + span.start) for span in segmenter.segment(text[start:end])]
+
+    out: list[str] = []
+    n = len(text)
+    context, keep = 0, 0  # a piece starts at ``context``; its sentences from ``keep`` on are new
+    while keep < n:
+        size = piece
+        while True:
+            end = min(keep + size, n)
+            found = spans(context, end)
+            new = next((i for i, (_, at) in enumerate(found) if at >= keep), len(found))
+            if context < keep and (new == len(found) or found[new][1] != keep):
+                # no boundary where the last piece handed on: read on from there without context
+                context = keep
+                continue
+            fresh = found[new:]
+            if end >= n:
+                out.extend(sentence for sentence, _ in fresh)
+                return out
+            if len(fresh) >= 3 and fresh[-2][1] > keep:
+                out.extend(sentence for sentence, _ in fresh[:-2])
+                keep = fresh[-2][1]
+                context = found[max(0, len(found) - 2 - _CONTEXT_SENTENCES)][1]
+                break
+            if size >= max_piece:
+                cut = max((i for i in (text.rfind(" ", keep, end), text.rfind("\n", keep, end)) if i > keep),
+                          default=end)
+                out.extend(sentence for sentence, _ in spans(keep, cut))
+                context = keep = cut
+                break
+            size *= 2
+    return out
+
+
+def _split(text: str, language: str) -> tuple[str, ...]:
+    pieces = _ZH_SPLIT.split(text) if language == "zh" else _segment_english(text)
     return tuple(s.strip() for s in pieces if s.strip())
+
+
+# A text is split once however many metrics read it. Long texts have a cache of their own, a few
+# entries deep, so that a dataset of megabyte-long contexts does not keep each of them (and its
+# sentences) for the rest of the run.
+_split_cached = lru_cache(maxsize=65536)(_split)
+_split_long_cached = lru_cache(maxsize=4)(_split)
 
 
 def split_sentences(text: str, language: str | None = None) -> list[str]:
     """Sentences of ``text``: pysbd rules for English; after 。！？ and newlines for Chinese.
 
     ``language=None`` detects the language. Sentences are whitespace-stripped and never empty;
-    empty or whitespace-only input gives ``[]``.
+    empty or whitespace-only input gives ``[]``. Time is linear in the length of ``text`` (an English
+    text over :data:`PYSBD_WHOLE_CHARS` characters is segmented in pieces: :func:`_segment_in_pieces`).
     """
     if not text or not text.strip():
         return []
-    return list(_split_cached(text, normalize_language(language, text)))
+    split = _split_long_cached if len(text) > PYSBD_WHOLE_CHARS else _split_cached
+    return list(split(text, normalize_language(language, text)))
 
 
 def count_units(text: str, language: str | None = None) -> int:

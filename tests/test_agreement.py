@@ -17,6 +17,7 @@ from offline_eval.agreement import (
 from offline_eval.metrics.ragas import SentenceFaithfulness
 from offline_eval.agreement.scoring import agreement_report, label_value, read_labels
 from offline_eval.data.schema import DataError, Sample
+from offline_eval.metrics.judging import UNRELATED_PASSAGE
 from offline_eval.metrics.settings import EvalSettings
 from offline_eval.runtime.scripted import ScriptedJudge
 from tests.helpers import models, score
@@ -26,6 +27,10 @@ from tests.helpers import models, score
 def brute_ranks(values):
     """Rank = 1 + number smaller + (number of other equal values) / 2."""
     return [1 + sum(w < v for w in values) + (sum(w == v for w in values) - 1) / 2 for v in values]
+
+# These scripted judges answer by the statement alone; a judge reads the passage, and says No to a
+# statement against the unrelated passage of the self-support probe (judging.UNRELATED_PASSAGE).
+UNRELATED_NO = {"match": UNRELATED_PASSAGE["en"], "probs": {"Yes": 0.1, "No": 0.9}}
 
 
 def brute_auc(scores, labels):
@@ -185,6 +190,7 @@ def test_report_pairwise_groups_by_pair_field():
 # --- the sentence-split faithfulness variant -------------------------------------------------------
 def test_sentence_faithfulness_verifies_sentences_without_claim_extraction():
     judge = ScriptedJudge(script={"options": [
+        UNRELATED_NO,
         {"match": "Statement: Paris is in France.", "probs": {"Yes": 0.9, "No": 0.1}},
         {"match": "Statement: It has ten million cats.", "probs": {"Yes": 0.2, "No": 0.8}}]})
     sample = Sample(id="1", question="Where is Paris?", answer="Paris is in France. It has ten million cats.",
@@ -215,7 +221,7 @@ def test_agreement_command_end_to_end(tmp_path: Path, capsys):
     ]
     data = tmp_path / "labelled.jsonl"
     data.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
-    script = {"options": [{"match": "Statement: Alpha", "probs": {"Yes": 0.9, "No": 0.1}},
+    script = {"options": [UNRELATED_NO, {"match": "Statement: Alpha", "probs": {"Yes": 0.9, "No": 0.1}},
                           {"match": "Statement: Beta", "probs": {"Yes": 0.4, "No": 0.6}},
                           {"match": "Statement: Gamma", "probs": {"Yes": 0.3, "No": 0.7}},
                           {"match": "Statement: Delta", "probs": {"Yes": 0.1, "No": 0.9}},

@@ -77,17 +77,17 @@ def test_calls_per_stage_is_ceil_of_requests_over_batch(tmp_path):
     metrics, _ = resolve_metrics(["faithfulness"])
     judge = ScriptedJudge(script=SCRIPT, batch_size=6)
     out = evaluate(samples, metrics, models(judge), EvalSettings(claims="llm", context_window=0), tmp_path / "f")
-    # Stage 1: 20 claim extractions; stage 2: one P(Yes) per distinct (contexts, claim) pair and one
-    # empty-statement probe per distinct contexts (the baseline correction): the scripted judge gives 3
-    # claims per English row and 2 per Chinese one, and rows 13-20 repeat the contexts of rows 1-8, so
-    # their verdicts and probes are deduplicated.
+    # Stage 1: 20 claim extractions; stage 2: one P(Yes) per distinct (contexts, claim) pair and two
+    # probes per distinct contexts (an empty statement for the baseline correction, an absurd one for
+    # credulity): the scripted judge gives 3 claims per English row and 2 per Chinese one, and rows 13-20
+    # repeat the contexts of rows 1-8, so their verdicts and probes are deduplicated.
     distinct_pairs = {(tuple(s.contexts), c) for s in samples
                       for c in (("陈述一", "陈述二") if s.language == "zh" else ("claim one", "claim two", "claim three"))}
     distinct_contexts = {tuple(s.contexts) for s in samples}
     assert judge.calls["generate"] == math.ceil(20 / 6)
-    assert out.stats["requests"]["options"] == sum(3 if s.language == "zh" else 4 for s in samples)
-    assert out.stats["computed"]["options"] == len(distinct_pairs) + len(distinct_contexts)
-    assert judge.calls["options"] == math.ceil((len(distinct_pairs) + len(distinct_contexts)) / 6)
+    assert out.stats["requests"]["options"] == sum(4 if s.language == "zh" else 5 for s in samples)
+    assert out.stats["computed"]["options"] == len(distinct_pairs) + 2 * len(distinct_contexts)
+    assert judge.calls["options"] == math.ceil((len(distinct_pairs) + 2 * len(distinct_contexts)) / 6)
 
 
 def test_scores_identical_across_batch_sizes_and_per_row_mode(tmp_path):

@@ -80,6 +80,21 @@ def test_manifest_mismatch_raises_unless_verification_is_off(tmp_path: Path) -> 
         file_hashes(folder, {**manifest, "tokenizer.json": "0" * 64}, memo=memo)
 
 
+def test_without_verification_a_file_overwritten_in_place_changes_the_identity(tmp_path: Path) -> None:
+    """--no-verify trusted the manifest's hash for a file it had never read, so a checkpoint overwritten in
+    place kept its identity and its old cached answers (issue #33)."""
+    memo = HashMemo(tmp_path / "memo.sqlite")
+    folder = _folder(tmp_path)
+    manifest = {"model.safetensors": sha256_file(folder / "model.safetensors")}
+    before = file_hashes(folder, manifest, memo=memo, verify=False)["model.safetensors"]
+    assert before.startswith("unverified:") and before != manifest["model.safetensors"]  # not read, not trusted
+    assert file_hashes(folder, manifest, memo=memo, verify=False)["model.safetensors"] == before  # stable
+    _flip_byte(folder / "model.safetensors")
+    assert file_hashes(folder, manifest, memo=memo, verify=False)["model.safetensors"] != before
+    verified = file_hashes(folder, {}, memo=memo)["model.safetensors"]  # hashed once, then known unread
+    assert file_hashes(folder, manifest, memo=memo, verify=False)["model.safetensors"] == verified
+
+
 def _judge_profile(tmp_path: Path, *, manifest: bool) -> tuple[Path, Path]:
     judge = tiny_models.build_judge(tmp_path / "judge")
     files = {"model.safetensors": sha256_file(judge / "model.safetensors")} if manifest else {}

@@ -303,8 +303,13 @@ def test_cache_location_flags(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -
     monkeypatch.setenv("OFFLINE_EVAL_CACHE", str(tmp_path / "env.sqlite"))
     cache = open_cache(argparse.Namespace(cache=None, no_cache=False))
     cache.close()
+    assert not (tmp_path / "env.sqlite").exists()  # a cache nothing used leaves no file (issue #33)
+    cache = open_cache(argparse.Namespace(cache=None, no_cache=False))
+    cache.get_many([])  # its first use makes it
+    cache.close()
     assert (tmp_path / "env.sqlite").exists()
     cache = open_cache(argparse.Namespace(cache=tmp_path / "flag.sqlite", no_cache=False))
+    cache.get_many([])
     cache.close()
     assert (tmp_path / "flag.sqlite").exists()
     memory = open_cache(argparse.Namespace(cache=tmp_path / "unused.sqlite", no_cache=True))

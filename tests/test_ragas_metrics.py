@@ -14,6 +14,7 @@ from offline_eval.metrics.ragas import (
     HallucinationRate, NoiseSensitivityIrrelevant, NoiseSensitivityRelevant, RubricsScore, average_precision,
     read_rubrics,
 )
+from offline_eval.metrics.judging import ABSURD_STATEMENT, UNRELATED_PASSAGE
 from offline_eval.metrics.settings import EvalSettings
 from offline_eval.runtime.hashing_embedder import HashingEmbedder
 from offline_eval.runtime.scripted import ScriptedJudge, ScriptedVerifier
@@ -39,10 +40,13 @@ CLAIMS = ["Paris is the capital of France.", "Paris has 9 million people."]
 
 def yes_for(*statements: str, label: str = "Statement: "):
     """Option rule: P(Yes)=0.9 when the prompt's statement (after ``label``) is one of ``statements``,
-    else 0.1."""
+    else 0.1; against the unrelated passage of the self-support probe (judging.UNRELATED_PASSAGE) 0.1,
+    as a judge that reads the passage says."""
     def probs(text: str) -> dict[str, float]:
         statement = text.split(label, 1)[1].split("\n", 1)[0] if label in text else ""
-        return {"Yes": 0.9, "No": 0.1} if statement in statements else {"Yes": 0.1, "No": 0.9}
+        if statement in statements and UNRELATED_PASSAGE["en"] not in text:
+            return {"Yes": 0.9, "No": 0.1}
+        return {"Yes": 0.1, "No": 0.9}
     return {"match": label, "probs": probs}
 
 
@@ -176,7 +180,7 @@ def test_context_recall_over_reference_sentences():
     assert result.value == pytest.approx(0.5)
     assert [c["attributed"] for c in result.metadata["claims"]] == [True, False]
     # Each sentence is judged as an answer to the question, as in Ragas' prompt.
-    assert all("Question: Tell me about Paris." in p for p in judge.prompts_seen)
+    assert all("Question: Tell me about Paris." in p for p in judge.prompts_seen if ABSURD_STATEMENT["en"] not in p)
 
 
 def test_context_recall_reads_a_fragment_reference_as_the_answer_to_the_question():
@@ -185,7 +189,8 @@ def test_context_recall_reads_a_fragment_reference_as_the_answer_to_the_question
     rule = {"match": "Question: When did the Eiffel Tower open?\nSentence of the reference answer: 1889",
             "probs": {"Yes": 0.8, "No": 0.2}}
     judge = ScriptedJudge(script={"options": [rule]})
-    assert score(ContextRecall(), sample, models(judge)).value == 1.0
+    # this judge answers without reading the passage, so the credulity probes would refuse it: off here
+    assert score(ContextRecall(), sample, models(judge), ragas(credulity_limit=1.0)).value == 1.0
     verdicts = {"verdicts": [{"statement": "1889", "reason": "chunk 2", "supported": True, "chunk": 2}]}
     json_judge = ScriptedJudge(script={"generate": [
         {"match": "Question: When did the Eiffel Tower open?\nFor each sentence of the reference answer",
@@ -359,25 +364,30 @@ def test_judge_verdicts_read_long_contexts_in_windows_and_keep_the_best():
     judge = ScriptedJudge(script={"options": [{"match": "Statement:", "probs": probs}]})
     sample = Sample(id="w", question="When?", answer="The Eiffel Tower opened in 1889 in Paris.",
                     contexts=["Short chunk.", long_chunk])
+    # this scripted judge agrees with anything the window with the answer is asked (credulity is
+    # tested on its own below)
     result = _score(Faithfulness(), sample, models(judge),
-                    EvalSettings(context_window=8, windows_per_claim=0, baseline_weight=0.0))
+                    EvalSettings(context_window=8, windows_per_claim=0, baseline_weight=0.0, credulity_limit=1.0))
     assert result.value == pytest.approx(0.95) and result.metadata["claims"][0]["chunk"] == 1
-    assert len(premises) == len(windows)  # one verdict per window
+    # one verdict per window sharing a content word with the claim (the rest are not about it)
+    assert premises == ["system: You are a meticulous evaluator. Answer with a single word: Yes or No.\nuser: Context:\n"
+                        "The Eiffel Tower opened in 1889.\n\n"]
     premises.clear()
     likely = _score(Faithfulness(), sample, models(judge),
-                    EvalSettings(context_window=8, windows_per_claim=2, baseline_weight=0.0))
-    assert likely.value == pytest.approx(0.95) and len(premises) == 2  # the two windows sharing most words
+                    EvalSettings(context_window=8, windows_per_claim=2, baseline_weight=0.0, credulity_limit=1.0))
+    assert likely.value == pytest.approx(0.95) and len(premises) == 1  # at most two, of those sharing a word
     assert any("opened in 1889" in p for p in premises)
-    joined = _score(Faithfulness(), sample, models(judge), EvalSettings(context_window=0, baseline_weight=0.0))
+    joined = _score(Faithfulness(), sample, models(judge),
+                    EvalSettings(context_window=0, baseline_weight=0.0, credulity_limit=1.0))
     assert joined.value == pytest.approx(0.95)  # all contexts at once, one verdict
-    assert len(premises) == 3 and "[2] The museum" in premises[-1]
+    assert len(premises) == 2 and "[2] The museum" in premises[-1]
 
 
 def test_option_verdicts_take_out_the_lean_each_passage_gives_the_judge():
     """Contextual calibration (judging.corrected): each passage is also judged with an empty statement,
     and half of that lean, in log-odds, is taken out of every verdict against it; across windows the
     one the judge itself rates highest is kept. Answers compared with a reference are left as they are."""
-    from offline_eval.metrics.judging import corrected
+    from offline_eval.metrics.judging import ABSURD_STATEMENT, corrected
 
     leans = {"Paris is the capital of France.": 0.8, "The Eiffel Tower opened in 1889.": 0.2}
 
@@ -386,6 +396,8 @@ def test_option_verdicts_take_out_the_lean_each_passage_gives_the_judge():
         statement = text.split("Statement: ", 1)[1].split("\n", 1)[0]
         if not statement.strip():  # the probe: EMPTY_STATEMENT
             p = leans[passage]
+        elif statement == ABSURD_STATEMENT["en"] or passage == UNRELATED_PASSAGE["en"]:  # the credulity probes
+            p = 0.1
         else:
             p = 0.9 if ("1889" in statement) == ("1889" in passage) else 0.3
         return {"Yes": p, "No": 1 - p}

@@ -31,8 +31,10 @@ def test_answers_are_generated_per_configuration_and_scored(tmp_path):
                      claims_rule("Answer: I cannot", [])],
         "options": [{"match": "[1] Paris", "probs": {"Yes": 0.9, "No": 0.1}}],
         "default_probs": {"Yes": 0.2, "No": 0.8}})
-    # Ragas' claims and thresholded shares over all chunks at once, so the script's rules decide every verdict.
-    run = run_of(models(judge), ["faithfulness"], claims="llm", verdict_score="threshold", context_window=0)
+    # Ragas' claims and thresholded shares over all chunks at once, so the script's rules decide every verdict
+    # (this judge reads the passage only, so the credulity probes would refuse it: off here).
+    run = run_of(models(judge), ["faithfulness"], claims="llm", verdict_score="threshold", context_window=0,
+                 credulity_limit=1.0)
     table = run_end_to_end(answer_dir, tmp_path, run)
     by_config = {t["config"]: t for t in table}
     assert by_config["good_cs128_k2"]["faithfulness"] == pytest.approx(1.0)

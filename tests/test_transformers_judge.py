@@ -621,8 +621,8 @@ def test_sliding_window_models_take_one_padded_pass(tmp_path: Path) -> None:
     assert judge.generate(reqs) == [(_greedy_reference(judge, r.prompt, 6),) for r in reqs]
 
 
-def _attention_inputs(dtype: torch.dtype, q_len: int, k_len: int) -> tuple[torch.Tensor, ...]:
-    torch.manual_seed(0)
+def _attention_inputs(dtype: torch.dtype, q_len: int, k_len: int, seed: int = 0) -> tuple[torch.Tensor, ...]:
+    torch.manual_seed(seed)
     query = torch.randn(1, 6, q_len, 16).to(dtype)  # 6 query heads over 2 key/value heads
     return query, torch.randn(1, 2, k_len, 16).to(dtype), torch.randn(1, 2, k_len, 16).to(dtype)
 
@@ -684,6 +684,31 @@ def test_row_exact_attention_gives_a_row_the_same_bits_in_any_layout() -> None:
             batch_m = torch.stack([torch.ones_like(m), m])[:, None]
             got, _ = row_exact_attention(module, batch_q, batch_k, batch_v, batch_m, scaling=0.25)
             assert torch.equal(got[1], alone[0]), (q_len, k_len, name)
+
+
+def test_a_prompt_gives_the_same_bits_beside_one_sharing_part_of_its_prefix(tmp_path: Path) -> None:
+    """A verdict's prompt in one pass has its first queries beside every later key, masked; computed
+    beside a prompt sharing its first 138 tokens, that shared prefix runs alone, with no key after them.
+    The product of attention weights and values then summed over 330 keys (the last ones weighted 0)
+    and over 138 in other orders: P(Yes) 0.17039 alone, 0.17114 beside the credulity probe (and the
+    empty statement's probe), for this
+    verdict of the golden test's bfloat16 tiny judge (issue #33). Summed in fixed blocks of keys
+    (batch_invariance.KEY_BLOCK), they agree to the bit."""
+    from offline_eval.metrics.judging import ABSURD_STATEMENT
+    from offline_eval.prompts.ragas import ATTRIBUTION_OPTION, SUPPORT_OPTION
+    from tests import tiny_models
+
+    judge = TransformersJudge(str(tiny_models.build_judge(tmp_path / "judge")), batch_size=4, dtype="bfloat16")
+    premise = "4.6. Meal allowances are capped at 45 EUR per day for domestic travel and 70 EUR per day abroad."
+    verdict = ScoreOptions(prompt=ATTRIBUTION_OPTION.render(
+        "en", premise=premise, question="What is the deadline for submitting a travel expense claim?",
+        hypothesis="Within 30 days of the last day of the trip; a late claim is paid only with a director's "
+                   "written approval."))
+    probes = [ScoreOptions(prompt=SUPPORT_OPTION.render("en", premise=premise, hypothesis=text))
+              for text in (ABSURD_STATEMENT["en"], " ", "Receipts are attached.")]
+    alone = judge.score_options([verdict])[0]
+    for probe in probes:
+        assert judge.score_options([verdict, probe])[0] == alone
 
 
 def test_linear_layers_take_a_single_row_as_two() -> None:

@@ -114,7 +114,7 @@ def _lenient_labels(raw: str, n: int) -> list[dict[str, Any]] | None:
     return out
 
 
-def _label_from_probs(probs: dict[str, float], _lean: dict[str, float] | None) -> dict[str, Any]:
+def _label_from_probs(probs: dict[str, float], _leans: tuple[dict[str, float], ...]) -> dict[str, Any]:
     named = {LABEL_LETTERS[letter]: round(float(probs[letter]), 6) for letter in LABEL_LETTERS}
     # argmax; an exact tie counts as the neutral Irrelevant (then Wrong before Relevant)
     label = max(("Irrelevant", "Wrong", "Relevant"), key=lambda name: named[name])

@@ -15,7 +15,7 @@ from offline_eval.data.schema import Sample
 from offline_eval.metrics.base import Metric, Score, ScoreGenerator
 from offline_eval.metrics.judging import (
     YES_NO, JsonAnswer, JsonAsk, Statements, Verdict, Verdicts, answer_statements, ask_json, ask_json_many,
-    embed_texts, parallel, support_against_contexts, support_matrix,
+    embed_texts, parallel, refusals, support_against_contexts, support_matrix,
 )
 from offline_eval.metrics.settings import EvalSettings
 from offline_eval.prompts.ragas import (
@@ -74,6 +74,7 @@ class Faithfulness(SampleMetric):
             explanation = f"{supported} of {len(claims)} claims supported by the contexts"
         if ctx.verdict_score != "threshold":
             explanation += f" (mean P(supported) {mean_p:.3f})"
+        explanation += refusals(verdicts)
         return Score(share_of(verdicts, ctx), explanation=explanation,
                      metadata={"claims": [{"claim": c, **v.to_dict()} for c, v in zip(claims, verdicts)],
                                "statements": statements.source, "supported_share": supported / len(claims),
@@ -196,7 +197,7 @@ class ContextPrecision(SampleMetric):
     def compute(self, sample, ctx, lang):
         usefulness = Verdicts(
             CHUNK_USEFUL_OPTION, YES_NO, CHUNK_USEFUL, "context",
-            lambda probs, _lean: {"useful": probs["Yes"] >= ctx.support_threshold,
+            lambda probs, _leans: {"useful": probs["Yes"] >= ctx.support_threshold,
                                   "probability": round(probs["Yes"], 6)},
             lambda reply: {"useful": bool(reply["useful"]), "probability": float(bool(reply["useful"])),
                            "reason": reply.get("reason", "")})
@@ -234,7 +235,8 @@ class ContextRecall(SampleMetric):
             return Score.unscored("judge_unparseable", verdicts)
         attributed = sum(v.supported for v in verdicts)
         return Score(share_of(verdicts, ctx),
-                     explanation=f"{attributed} of {len(sentences)} reference sentences attributable",
+                     explanation=f"{attributed} of {len(sentences)} reference sentences attributable"
+                                 + refusals(verdicts),
                      metadata={"claims": [{"claim": s, "attributed": v.supported, **v.to_dict()}
                                           for s, v in zip(sentences, verdicts)]})
 
@@ -372,7 +374,7 @@ class RubricsScore(SampleMetric):
             if sample.ground_truth else ""
         values = {"rubric": _rubric_text(rubric), "question": sample.question, "reference_block": reference_block}
 
-        def from_probs(probs, _lean):
+        def from_probs(probs, _leans):
             best = max(RUBRIC_SCORES, key=lambda o: probs[o])
             expected = sum(int(o) * probs[o] for o in RUBRIC_SCORES)
             return Score(float(best), explanation=f"most likely score {best} (expected {expected:.2f})",

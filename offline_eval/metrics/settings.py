@@ -36,6 +36,10 @@ class EvalSettings:
     # option verdicts: how much of the P(Yes) a premise gets for an empty statement is taken out of
     # every verdict against it (contextual calibration, judging.corrected); 0: none, 1: all of it
     baseline_weight: float = 0.5
+    # option verdicts: a passage whose P(Yes) for an absurd statement is above this agrees with anything
+    # (an instruction to the grader planted in it) and is not evidence for any statement (judging.
+    # ABSURD_STATEMENT, issue #33); 1: never refused
+    credulity_limit: float = 0.5
     statements_per_call: int = 8  # claims verified per JSON call, so verdict lists are never cut off
     max_tokens: int = 768
     aggregate_weights: dict[str, float] = field(default_factory=dict)  # empty: equal weights

@@ -21,6 +21,11 @@ Rules, stated once:
   raise :class:`ValueError`.
 * **Normalisation.** Probabilities are normalised over the options (a softmax of the per-option
   log-probabilities), so they sum to 1.
+* **Data cannot forge the template.** The text of every message is data (a retrieved chunk, an answer);
+  where it spells one of the tokenizer's special tokens (``<|im_start|>``, ``</s>``, ...), which the
+  rendered prompt's encoding would read as that token, a zero-width space is put after its first
+  character (:func:`defuse`), so it is read as text and a chunk cannot close the user's turn and open a
+  system one (issue #33).
 """
 
 from __future__ import annotations
@@ -70,8 +75,41 @@ def has_chat_template(tokenizer: Any) -> bool:
     return bool(getattr(tokenizer, "chat_template", None))
 
 
+# What a zero-width space defuses when the tokenizer cannot say which strings are special (a server
+# behind the OpenAI-compatible API): the control tokens of the common chat templates.
+COMMON_SPECIAL_TOKENS = ("<|im_start|>", "<|im_end|>", "<|endoftext|>", "<|begin_of_text|>", "<|end_of_text|>",
+                         "<|start_header_id|>", "<|end_header_id|>", "<|eot_id|>", "<|system|>", "<|user|>",
+                         "<|assistant|>", "<|end|>", "<start_of_turn>", "<end_of_turn>", "[INST]", "[/INST]",
+                         "<<SYS>>", "<</SYS>>", "<s>", "</s>")
+ZERO_WIDTH_SPACE = "\u200b"
+
+
+def special_tokens(tokenizer: Any) -> tuple[str, ...]:
+    """The strings a tokenizer encodes as special tokens (longest first); none for a plain object."""
+    found = set(getattr(tokenizer, "all_special_tokens", None) or ())
+    for token in (getattr(tokenizer, "added_tokens_decoder", None) or {}).values():
+        if getattr(token, "special", False):
+            found.add(str(token))
+    return tuple(sorted((t for t in found if len(t) > 1), key=lambda t: (-len(t), t)))
+
+
+def defuse(messages: ChatMessages, specials: Iterable[str]) -> list[tuple[str, str]]:
+    """``messages`` with every occurrence of a special token's string in their text broken by a
+    zero-width space after its first character (text without one is returned unchanged)."""
+    specials = tuple(specials)
+    out = []
+    for role, content in messages:
+        content = str(content)
+        for token in specials:
+            if token in content:
+                content = content.replace(token, token[0] + ZERO_WIDTH_SPACE + token[1:])
+        out.append((role, content))
+    return out
+
+
 def render_chat(tokenizer: Any, messages: ChatMessages) -> str:
     """Render chat messages to the prompt text the model continues (see the module docstring)."""
+    messages = defuse(messages, special_tokens(tokenizer))
     if not has_chat_template(tokenizer):
         return render_plain(messages)
     try:

@@ -97,10 +97,15 @@ class HashMemo:
     def _state(stat: os.stat_result) -> str:
         return f"{stat.st_size}:{stat.st_mtime_ns}:{stat.st_ctime_ns}:{stat.st_ino}:{stat.st_dev}"
 
+    @classmethod
+    def state_of(cls, path: Path) -> str:
+        """What a file's remembered hash is tied to: size, times, inode and device (a write moves ctime)."""
+        return cls._state(os.stat(os.path.realpath(path)))
+
     def remembered(self, path: Path) -> str | None:
         """The file's sha256 if it was hashed in exactly its present state, else None."""
         real = os.path.realpath(path)
-        state = self._state(os.stat(real))
+        state = self.state_of(path)
         with self._lock:
             row = self._db.execute("SELECT state, sha256 FROM hashes WHERE path = ?", (real,)).fetchone()
         return row[1] if row and row[0] == state else None
@@ -141,8 +146,10 @@ def file_hashes(folder: str | Path, expected: Mapping[str, str] | None = None, *
     """relative name -> sha256 of every model file of ``folder``.
 
     ``expected``: the manifest's relative name -> sha256. With ``verify``, every listed file is checked
-    and a difference raises :class:`ModelChanged` naming the file; without it, a listed file not already
-    hashed in its present state takes the manifest's hash unread.
+    and a difference raises :class:`ModelChanged` naming the file. Without it, a listed file is not read:
+    its sha256 when it was hashed in exactly its present state, else its state itself
+    (``unverified:<size>:<mtime>:<ctime>:<inode>:<device>``), never the manifest's hash unread: a file
+    overwritten in place then changes the model's identity, so its old answers are not reused (issue #33).
     """
     root = Path(folder)
     memo = memo or default_memo()
@@ -159,7 +166,7 @@ def file_hashes(folder: str | Path, expected: Mapping[str, str] | None = None, *
         name = path.name if root.is_file() else path.relative_to(root).as_posix()
         want = expected.get(name)
         if want and not verify:
-            out[name] = memo.remembered(path) or want
+            out[name] = memo.remembered(path) or "unverified:" + HashMemo.state_of(path)
             continue
         out[name] = memo.sha256(path)
         if want and out[name] != want:

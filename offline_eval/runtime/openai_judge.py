@@ -136,7 +136,7 @@ class OpenAIJudge:
         s = request.sampling
         body: dict[str, Any] = {
             "model": self.model,
-            "messages": chat.as_dicts(request.prompt),
+            "messages": chat.as_dicts(chat.defuse(request.prompt, chat.COMMON_SPECIAL_TOKENS)),
             "n": s.n if n is None else n,
             "temperature": s.temperature,
             "top_p": s.top_p,
@@ -154,7 +154,7 @@ class OpenAIJudge:
         """The JSON body that asks for the first position's top log-probs."""
         return {
             "model": self.model,
-            "messages": chat.as_dicts(request.prompt),
+            "messages": chat.as_dicts(chat.defuse(request.prompt, chat.COMMON_SPECIAL_TOKENS)),
             "n": 1,
             "temperature": 0.0,
             "max_tokens": 1,
