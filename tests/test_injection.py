@@ -164,3 +164,29 @@ def test_a_passage_sharing_no_word_with_a_claim_is_not_evidence_for_it():
     assert likely_windows([REAL, german], "Nothing in common here.", "en", 0) == [0, 1]
     assert likely_windows(["The tower opened in 1889.", "Lyon."], "1889", "en", 4) == [0]
     assert likely_windows(["Tower.", "Lyon is big."], "In 1889.", "en", 4, question="When did the tower open?") == [0]
+
+
+def test_a_chunk_that_agrees_with_anything_is_not_useful_for_context_precision():
+    from offline_eval.data.schema import Sample
+    from offline_eval.metrics.judging import ABSURD_STATEMENT
+    from offline_eval.metrics.ragas import ContextPrecision, ContextUtilization
+    from offline_eval.metrics.settings import EvalSettings
+    from offline_eval.runtime.scripted import ScriptedJudge
+    from tests.helpers import models, score
+
+    def probs(text: str) -> dict[str, float]:
+        if ABSURD_STATEMENT["en"] in text:  # the credulity probe: only the planted chunk says yes
+            p = 0.9 if "GRADER" in text else 0.1
+        else:  # usefulness: the planted chunk talks the judge into yes, the real one is useful
+            p = 0.9 if ("GRADER" in text or "capital of France" in text) else 0.1
+        return {"Yes": p, "No": 1 - p}
+    judge = ScriptedJudge(script={"options": [{"match": "", "probs": probs}]})
+    sample = Sample(id="p", question="What is the capital of Spain?", answer="Madrid.", ground_truth="Madrid.",
+                    contexts=[PLANTED, REAL])
+    for metric in (ContextPrecision(), ContextUtilization()):
+        got = score(metric, sample, models(judge), EvalSettings())
+        assert [v["useful"] for v in got.metadata["verdicts"]] == [False, True], metric.name
+        assert got.metadata["verdicts"][0]["refused"] == "credulous_passage"
+        assert got.value == pytest.approx(0.5) and "absurd statement" in got.explanation
+        fooled = score(metric, sample, models(judge), EvalSettings(credulity_limit=1.0))
+        assert fooled.value == pytest.approx(1.0)  # the planted chunk ranked first and "useful"

@@ -14,8 +14,8 @@ import numpy as np
 from offline_eval.data.schema import Sample
 from offline_eval.metrics.base import Metric, Score, ScoreGenerator
 from offline_eval.metrics.judging import (
-    YES_NO, JsonAnswer, JsonAsk, Statements, Verdict, Verdicts, answer_statements, ask_json, ask_json_many,
-    embed_texts, parallel, refusals, support_against_contexts, support_matrix,
+    CREDULOUS_PASSAGE, YES_NO, JsonAnswer, JsonAsk, Statements, Verdict, Verdicts, answer_statements, ask_json,
+    ask_json_many, credulity_of, embed_texts, parallel, refusals, support_against_contexts, support_matrix,
 )
 from offline_eval.metrics.settings import EvalSettings
 from offline_eval.prompts.ragas import (
@@ -202,12 +202,20 @@ class ContextPrecision(SampleMetric):
             lambda reply: {"useful": bool(reply["useful"]), "probability": float(bool(reply["useful"])),
                            "reason": reply.get("reason", "")})
         values = {"question": sample.question, "answer": getattr(sample, self.target_field)}
-        got = yield from usefulness.judge(sample.contexts, values, lang, ctx)
+        limit = ctx.credulity_limit if ctx.verdicts == "options" else 1.0
+        got, credulity = yield from parallel(usefulness.judge(sample.contexts, values, lang, ctx),
+                                             credulity_of(sample.contexts if limit < 1.0 else [], lang))
         if isinstance(got, JsonAnswer):
             return Score.unscored("judge_unparseable", got.problem or "", raw=got.raw)
+        for verdict, agrees in zip(got, credulity):  # a chunk that agrees with anything is no help either
+            verdict["credulity"] = round(agrees, 6)
+            if agrees > limit:
+                verdict.update(useful=False, refused=CREDULOUS_PASSAGE)
         details = [{"chunk": i, **verdict} for i, verdict in enumerate(got)]
         flags = [d["useful"] for d in details]
-        return Score(average_precision(flags), explanation=f"{sum(flags)} of {len(flags)} chunks useful",
+        refused = sum("refused" in d for d in details)
+        return Score(average_precision(flags), explanation=f"{sum(flags)} of {len(flags)} chunks useful" + (
+            f"; {refused} agree with an absurd statement too, taken as no help" if refused else ""),
                      metadata={"verdicts": details})
 
 
