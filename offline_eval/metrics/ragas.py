@@ -14,8 +14,9 @@ import numpy as np
 from offline_eval.data.schema import Sample
 from offline_eval.metrics.base import Metric, Score, ScoreGenerator
 from offline_eval.metrics.judging import (
-    CREDULOUS_PASSAGE, YES_NO, JsonAnswer, JsonAsk, Statements, Verdict, Verdicts, answer_statements, ask_json,
-    ask_json_many, credulity_of, embed_texts, parallel, refusals, support_against_contexts, support_matrix,
+    CREDULOUS_PASSAGE, SELF_SUPPORTED, UNRELATED_PASSAGE, YES_NO, JsonAnswer, JsonAsk, Statements, Verdict,
+    Verdicts, answer_statements, ask_json, ask_json_many, credulity_of, embed_texts, parallel, refusals,
+    support_against_contexts, support_matrix,
 )
 from offline_eval.metrics.settings import EvalSettings
 from offline_eval.prompts.ragas import (
@@ -203,20 +204,33 @@ class ContextPrecision(SampleMetric):
                            "reason": reply.get("reason", "")})
         values = {"question": sample.question, "answer": getattr(sample, self.target_field)}
         limit = ctx.credulity_limit if ctx.verdicts == "options" else 1.0
-        got, credulity = yield from parallel(usefulness.judge(sample.contexts, values, lang, ctx),
-                                             credulity_of(sample.contexts if limit < 1.0 else [], lang))
+        probes = limit < 1.0
+        # beside the chunks: each chunk's credulity, and whether an unrelated passage "helps" reach this
+        # answer (an answer carrying an instruction to the grader makes every chunk look useful)
+        got, credulity, unrelated = yield from parallel(
+            usefulness.judge(sample.contexts, values, lang, ctx),
+            credulity_of(sample.contexts if probes else [], lang),
+            usefulness.judge([UNRELATED_PASSAGE[lang]] if probes else [], values, lang, ctx))
         if isinstance(got, JsonAnswer):
             return Score.unscored("judge_unparseable", got.problem or "", raw=got.raw)
+        self_support = unrelated[0]["probability"] if probes and not isinstance(unrelated, JsonAnswer) else None
         for verdict, agrees in zip(got, credulity):  # a chunk that agrees with anything is no help either
             verdict["credulity"] = round(agrees, 6)
             if agrees > limit:
                 verdict.update(useful=False, refused=CREDULOUS_PASSAGE)
+        if self_support is not None and self_support > limit:  # any passage "helps": the target is no answer
+            for verdict in got:
+                verdict.update(useful=False, refused=verdict.get("refused", SELF_SUPPORTED),
+                               self_support=round(self_support, 6))
         details = [{"chunk": i, **verdict} for i, verdict in enumerate(got)]
         flags = [d["useful"] for d in details]
-        refused = sum("refused" in d for d in details)
-        return Score(average_precision(flags), explanation=f"{sum(flags)} of {len(flags)} chunks useful" + (
-            f"; {refused} agree with an absurd statement too, taken as no help" if refused else ""),
-                     metadata={"verdicts": details})
+        credulous = sum(d.get("refused") == CREDULOUS_PASSAGE for d in details)
+        notes = [f"{credulous} agree with an absurd statement too, taken as no help"] if credulous else []
+        if self_support is not None and self_support > limit:
+            notes.append(f"an unrelated passage helps reach the {self.target_field.replace('_', ' ')} too "
+                         f"(P {self_support:.2f}): no chunk taken as useful")
+        return Score(average_precision(flags), explanation=f"{sum(flags)} of {len(flags)} chunks useful"
+                     + "".join(f"; {n}" for n in notes), metadata={"verdicts": details})
 
 
 class ContextUtilization(ContextPrecision):
