@@ -28,13 +28,21 @@ def _calibrate(args: argparse.Namespace) -> int:
     return calibrate_from_args(args)
 
 
-def _add_labelled_data(p: argparse.ArgumentParser) -> None:
+def _add_labelled_data(p: argparse.ArgumentParser, *, from_run: bool = False) -> None:
     data = p.add_argument_group("data and labels")
-    data.add_argument("--dataset", required=True, help="any dataset `run` reads")
+    if from_run:
+        data.add_argument("--run", type=Path, metavar="RUN_FOLDER",
+                          help="fit from the values a finished `offline-eval run` stored (no scoring) and a labels "
+                               "file (--labels FILE, default RUN_FOLDER/labels.jsonl), instead of --dataset")
+    data.add_argument("--dataset", required=not from_run, help="any dataset `run` reads")
     data.add_argument("--map", dest="mapping", metavar="FIELD=PATH,...",
                       help="column mapping, e.g. question=message,contexts=knowledge")
     data.add_argument("--limit", type=positive_int, help="use only the first N rows")
-    data.add_argument("--labels", required=True, metavar="FIELD", help="column holding the human label")
+    if from_run:
+        data.add_argument("--labels", metavar="FIELD|FILE", help="column holding the human label; with --run, a labels "
+                                                                "file (offline_eval.labels)")
+    else:
+        data.add_argument("--labels", required=True, metavar="FIELD", help="column holding the human label")
     data.add_argument("--positive", nargs="+", metavar="VALUE",
                       help="label values that mean 1 (other strings mean 0); numeric labels need none")
     data.add_argument("--drop", nargs="+", metavar="VALUE", help="label values whose samples are left out")
@@ -84,9 +92,11 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
                     "settings, the threshold that maximises balanced accuracy (with its cross-validated "
                     "balanced accuracy) and a Platt map to P(positive). The calibration is written into the "
                     "judge's model folder (offline-eval-calibration.json) unless --to names another file; "
-                    "`run` applies it to that metric when the models and settings match, and only then.",
+                    "`run` applies it to that metric when the models and settings match, and only then. "
+                    "With --run RUN_FOLDER --labels FILE the same fit comes from a finished run's stored values and "
+                    "a labels file, without scoring again.",
         formatter_class=HelpFormatter)
-    _add_labelled_data(c)
+    _add_labelled_data(c, from_run=True)
     what = c.add_argument_group("calibration")
     what.add_argument("--folds", type=positive_int, default=5, help="folds of the cross-validated balanced accuracy")
     what.add_argument("--to", type=Path, metavar="FILE",

@@ -34,7 +34,8 @@ from offline_eval.cli_models import (
 )
 
 SUBCOMMAND_MODULES = ("offline_eval.runtime.models_cli", "offline_eval.engine.cache_cli", "offline_eval.retrieval.cli",
-                      "offline_eval.report.cli", "offline_eval.testset.cli", "offline_eval.agreement_cli")
+                      "offline_eval.report.cli", "offline_eval.testset.cli", "offline_eval.agreement_cli",
+                      "offline_eval.review.cli", "offline_eval.estimate_cli")
 
 
 def _csv(text: str) -> list[str]:

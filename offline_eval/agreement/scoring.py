@@ -23,6 +23,7 @@ from offline_eval.data.schema import DataError, Sample
 from offline_eval.engine.cache import ResultCache
 from offline_eval.metrics import metric_classes
 from offline_eval.metrics.base import Metric
+from offline_eval.metrics.settings import EvalSettings
 from offline_eval.run.config import ModelChoice, Models, Run, RunConfig, build_run
 from offline_eval.stats import DEFAULT_RESAMPLES, DEFAULT_SEED
 
@@ -300,10 +301,109 @@ def calibration_home(setup: Run) -> Path | None:
     return None
 
 
-def calibrate_from_args(args: Any) -> int:
-    """The ``offline-eval calibrate`` command (see :mod:`offline_eval.agreement_cli`)."""
-    from offline_eval.calibration import CALIBRATION_FILE, fit_calibration, write_calibration
+def stored_calibration_data(run_dir: str | Path, labels_path: str | Path, metric_name: str
+                            ) -> tuple[dict[str, Any], list[float], list[float], Counter[str], Counter[str]]:
+    """What ``calibrate --run`` fits on, from a finished run folder and a labels file (offline_eval.labels):
+    (the run's run.json, the metric's stored values and the labels (1 yes, 0 no) of the labelled scored
+    rows in the run's order, unscored counts, excluded counts). Several annotators' labels of a row are
+    combined as ``offline-eval estimate`` combines them (the majority; an even split left out)."""
+    import json
 
+    from offline_eval.estimate import combine_labels, read_run
+    from offline_eval.labels import read_labels
+
+    run_dir = Path(run_dir)
+    try:
+        info = json.loads((run_dir / "run.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        raise DataError("not a run folder of `offline-eval run` (no readable run.json)", source=str(run_dir)) from None
+    if not (run_dir / "summary.json").exists():
+        raise DataError("the run has not finished (no summary.json); rerun it to finish first", source=str(run_dir))
+    run = read_run(run_dir)
+    if metric_name not in run.metrics:
+        raise DataError(f"the run did not score {metric_name} (its metrics: {', '.join(run.metrics)})",
+                        source=str(run_dir))
+    combined = combine_labels(read_labels(labels_path)).get(metric_name)
+    if combined is None:
+        raise DataError(f"no label for {metric_name}", source=str(labels_path))
+    values, labels = [], []
+    unscored: Counter[str] = Counter()
+    excluded: Counter[str] = Counter(combined.counts)
+    stored = run.values[metric_name]
+    for sample_id, label in combined.rows.items():
+        if sample_id not in stored:
+            excluded["unknown_id"] += 1
+    for sample_id in run.ids:  # the run's (dataset) order, as scoring the labelled rows again would give
+        if sample_id not in combined.rows:
+            continue
+        if stored.get(sample_id) is None:
+            unscored["unscored"] += 1
+            continue
+        values.append(float(stored[sample_id]))
+        labels.append(combined.rows[sample_id])
+    return info, values, labels, unscored, excluded
+
+
+def _stored_settings(info: dict[str, Any], run_dir: Path) -> EvalSettings:
+    """The settings a run recorded in run.json; one recorded by code without a setting that changes values
+    cannot be matched to a calibration."""
+    from offline_eval.calibration import SIGNATURE_FIELDS
+
+    recorded = info.get("settings") if isinstance(info.get("settings"), dict) else {}
+    missing = [k for k in SIGNATURE_FIELDS if k not in recorded]
+    if missing:
+        raise DataError(f"run.json records no {', '.join(missing)} (an older offline-eval wrote it); calibrate by "
+                        "scoring the labelled set again (--dataset)", source=str(run_dir))
+    names = {f.name for f in dataclasses.fields(EvalSettings)}
+    return EvalSettings(**{k: v for k, v in recorded.items() if k in names})
+
+
+def _calibrate_from_run(args: Any) -> tuple[Metric, dict[str, str], EvalSettings, list[float], list[float],
+                                            dict[str, Any], Path | None]:
+    """``calibrate --run``: (the metric with the run's options, the identities of its models and the
+    settings the run recorded, the values, the labels, the source, the default home of the file)."""
+    from offline_eval.labels import LABELS_FILE
+
+    if args.dataset:
+        raise ValueError("calibrate: give --dataset (score a labelled set) or --run (a finished run's values), not both")
+    if args.positive or args.drop:
+        raise ValueError("calibrate --run: --positive and --drop name values of a dataset's label column; a labels "
+                         "file says yes or no")
+    run_dir = Path(args.run)
+    labels_path = Path(args.labels) if args.labels else run_dir / LABELS_FILE
+    info, values, labels, unscored, excluded = stored_calibration_data(run_dir, labels_path, args.metric)
+    metric = resolve_metric(args.metric)
+    stored_models = info.get("models") if isinstance(info.get("models"), dict) else {}
+    identities = {role: str(stored_models[role]) for role in sorted(metric.roles) if role in stored_models}
+    options = (info.get("metric_options") or {}).get(metric.name) or {}
+    if options:
+        metric = metric.with_options(**{k: tuple(v) if isinstance(v, list) else v for k, v in options.items()})
+    source = {"run": str(run_dir), "fingerprint": info.get("fingerprint"), "labels": str(labels_path),
+              "unscored": dict(unscored), "excluded": dict(sorted(excluded.items()))}
+    home = None
+    if args.to is None:  # the judge's folder, when the model flags name the models the run was scored with
+        config = RunConfig.from_args(args)
+        setup = build_setup(args.metric, config.models, **config.options)
+        flagged = {role: setup.models.models.identity(role) for role in sorted(metric.roles)
+                   if setup.models.models.has(role)}
+        if flagged != identities:
+            raise ValueError("calibrate --run: the model flags name other models than the run was scored with "
+                             "(run.json); give the run's model flags, or name a calibration file with --to")
+        home = calibration_home(setup)
+    return metric, identities, _stored_settings(info, run_dir), values, labels, source, home
+
+
+def calibrate_from_args(args: Any) -> int:
+    """The ``offline-eval calibrate`` command (see :mod:`offline_eval.agreement_cli`): score a labelled
+    dataset and fit, or (``--run``) fit from a finished run's stored values and a labels file."""
+    if getattr(args, "run", None):
+        metric, identities, settings, values, labels, source, home = _calibrate_from_run(args)
+        if not values:
+            raise DataError(f"no labelled row of the run was scored by {metric.name} ({source['unscored']}, "
+                            f"left out: {source['excluded']})", source=str(args.run))
+        return _fit_and_write(args, metric, identities, settings, values, labels, source, home)
+    if not args.dataset or not args.labels:
+        raise ValueError("calibrate: give --dataset and --labels FIELD (or --run RUN_FOLDER)")
     setup, labelled, excluded, scores, _ = _score_labelled(args, "calibrate")
     metric, models = setup.metrics[0], setup.models.models
     values, labels = [], []
@@ -318,18 +418,25 @@ def calibrate_from_args(args: Any) -> int:
     if not values:
         raise DataError(f"no labelled sample was scored by {metric.name} ({dict(unscored)})",
                         source=str(args.dataset))
+    identities = {role: models.identity(role) for role in sorted(metric.roles) if models.has(role)}
+    source = {"dataset": str(args.dataset), "labels": args.labels, "positive": list(args.positive or []),
+              "unscored": dict(unscored), "excluded": dict(excluded)}
+    return _fit_and_write(args, metric, identities, setup.settings, values, labels, source,
+                          calibration_home(setup) if args.to is None else None)
+
+
+def _fit_and_write(args: Any, metric: Metric, identities: dict[str, str], settings: Any, values: list[float],
+                   labels: list[float], source: dict[str, Any], home: Path | None) -> int:
+    """Fit the calibration, write it (--to, else into ``home``) and print its figures."""
+    from offline_eval.calibration import CALIBRATION_FILE, fit_calibration, write_calibration
+
     target = args.to
     if target is None:
-        home = calibration_home(setup)
         if home is None:
             raise ValueError("the metric's models have no local folder to keep a calibration in; name a file with --to")
         target = home / CALIBRATION_FILE
-    identities = {role: models.identity(role) for role in sorted(metric.roles) if models.has(role)}
-    calibration = fit_calibration(metric.name, identities, setup.settings, values, labels, folds=args.folds,
-                                  options=metric.config(),
-                                  source={"dataset": str(args.dataset), "labels": args.labels,
-                                          "positive": list(args.positive or []), "unscored": dict(unscored),
-                                          "excluded": dict(excluded)})
+    calibration = fit_calibration(metric.name, identities, settings, values, labels, folds=args.folds,
+                                  options=metric.config(), source=source)
     try:
         path = write_calibration(target, calibration)
     except OSError as exc:

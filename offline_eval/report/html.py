@@ -204,6 +204,50 @@ def _summary_section(data: RunData, metrics: list[str]) -> str:
             "excluded from the mean, never counted as zero.</p></section>")
 
 
+def _estimates_section(data: RunData) -> str:
+    """"What your experts would say": summary.json's ``estimates`` (offline_eval.estimate), when the run
+    folder held expert labels. Every value is untrusted: names escaped, numbers formatted or a dash."""
+    estimates = data.summary.get("estimates")
+    error = data.summary.get("estimates_error")
+    if not isinstance(estimates, dict) or not estimates:
+        if isinstance(error, str):
+            return ("<section id='estimates'><h2>What your experts would say</h2>"
+                    f"<p class='banner error'>The labels were not used: {e(error)}</p></section>")
+        return ""
+    rows = []
+    for name, entry in estimates.items():
+        if not isinstance(entry, dict):
+            continue
+        plain = entry.get("labels_only") if isinstance(entry.get("labels_only"), dict) else {}
+        ppi = entry.get("ppi") if isinstance(entry.get("ppi"), dict) else {}
+        kappas = entry.get("kappa") if isinstance(entry.get("kappa"), list) else []
+        kappa = "; ".join(f"{e(' / '.join(text_of(a) for a in k.get('annotators', [])[:2]))}: "
+                          f"{e(fmt_num(k.get('kappa'), 2))} (n {_as_int(k.get('n'))})"
+                          for k in kappas if isinstance(k, dict) and isinstance(k.get("annotators"), list))
+        excluded = entry.get("excluded") if isinstance(entry.get("excluded"), dict) else {}
+        lower = " <span class='muted small'>(lower is better)</span>" if entry.get("higher_is_better") is False else ""
+        question = f"<div class='muted small'>{e(entry.get('question'))}</div>" if entry.get("question") else ""
+        ppi_value = ppi.get("value") if isinstance(ppi.get("value"), (int, float)) else None
+        rows.append(
+            f"<tr data-metric='{e(name)}'><td class='metric'>{e(name)}{lower}{question}</td>"
+            f"<td class='num'>{_as_int(entry.get('n_labelled'))} / {_as_int(entry.get('n'))}</td>"
+            f"<td class='num'>{e(fmt_num(entry.get('judge_mean')))}</td>"
+            f"<td class='num'>{e(fmt_num(plain.get('value')))} {e(fmt_ci(plain.get('ci95')))}</td>"
+            f"<td class='num'><b>{e(fmt_num(ppi_value))}</b> {e(fmt_ci(ppi.get('ci95')))}</td>"
+            f"<td>{ci_bar(ppi_value, ppi.get('ci95'))}</td>"
+            f"<td>{kappa or '—'}</td><td>{_reasons_html(excluded)}</td></tr>")
+    return ("<section id='estimates'><h2>What your experts would say</h2><table class='summary'><thead><tr>"
+            "<th>metric and the question people answered</th><th class='num'>labelled / scored</th>"
+            "<th class='num'>judge mean</th><th class='num'>labels only, 95%</th>"
+            "<th class='num'>PPI estimate, 95%</th><th></th><th>Cohen's κ</th><th>labels left out</th></tr></thead>"
+            "<tbody>" + "".join(rows) + "</tbody></table>"
+            "<p class='muted small'>The share of yes the labellers would give to each metric's question over all "
+            "scored samples: the labels alone (Wilson interval), and prediction-powered inference (PPI++), which "
+            "corrects the judge's scores on every sample with the labels and is valid only when the labelled "
+            "samples are a simple random sample of them (<code>offline-eval review</code> draws them so). "
+            "κ: agreement of two annotators on the samples both labelled.</p></section>")
+
+
 def _distributions_section(data: RunData, metrics: list[str]) -> str:
     cards = []
     for i, m in enumerate(metrics):
@@ -494,7 +538,7 @@ def render_report(data: RunData) -> str:
     anchors = [f"s-{i}" for i in range(len(data.results))]
     title = f"offline-eval — {data.run.get('dataset') or data.path.name}"
     body = (_header(data) + "<main>" + _starter_banner(data)
-            + _summary_section(data, metrics) + _distributions_section(data, metrics)
+            + _summary_section(data, metrics) + _estimates_section(data) + _distributions_section(data, metrics)
             + _worst_section(data, metrics, anchors) + _samples_section(data, metrics, anchors)
             + _settings_section(data) + "</main>"
             + "<footer>Generated offline by offline-eval. This file loads nothing from the network.</footer>")

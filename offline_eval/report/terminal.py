@@ -9,9 +9,10 @@ from __future__ import annotations
 import sys
 from typing import IO, Any, Mapping
 
+from offline_eval.data.schema import printable
 from offline_eval.report._run import calibration_notes, fmt_ci, fmt_num, lower_is_better
 
-__all__ = ["print_summary", "format_summary"]
+__all__ = ["print_summary", "format_summary", "format_estimates"]
 
 _HEAD = ["metric", "mean", "95% CI", "scored", "unscored"]
 _RIGHT = {1, 3}
@@ -48,6 +49,58 @@ def _starter(summary: Mapping[str, Any]) -> bool:
 STARTER_NOTE = "starter profile: these scores only show the pipeline runs; do not use them to judge a system"
 
 
+ESTIMATES_TITLE = "what your experts would say (offline-eval estimate):"
+_EST_HEAD = ["metric", "labelled / N", "judge mean", "labels only, 95%", "PPI estimate, 95%", "kappa"]
+
+
+def _kappa_text(entry: Mapping[str, Any]) -> str:
+    kappas = entry.get("kappa") if isinstance(entry.get("kappa"), list) else []
+    parts = []
+    for k in kappas[:3]:
+        if not isinstance(k, Mapping) or not isinstance(k.get("annotators"), list):
+            continue
+        names = "/".join(printable(str(a)) for a in k["annotators"][:2])
+        parts.append(f"{names} {fmt_num(k.get('kappa'), 2)} (n {printable(str(k.get('n')))})")
+    return ", ".join(parts) + (", …" if len(kappas) > 3 else "") if parts else "-"
+
+
+def format_estimates(estimates: Any) -> list[str]:
+    """The lines of a summary's ``estimates`` (offline_eval.estimate): per labelled metric, how many rows
+    were labelled of how many scored, the judge-only mean, the labels' share of yes and the
+    prediction-powered estimate with their intervals, and the annotators' kappa. [] when there are none.
+    Every value is read as untrusted (a summary.json may have been edited)."""
+    if not isinstance(estimates, Mapping) or not estimates:
+        return []
+    rows = [_EST_HEAD]
+    for name, entry in estimates.items():
+        if not isinstance(entry, Mapping):
+            continue
+        plain = entry.get("labels_only") if isinstance(entry.get("labels_only"), Mapping) else {}
+        ppi = entry.get("ppi") if isinstance(entry.get("ppi"), Mapping) else {}
+        lower = " (lower is better)" if entry.get("higher_is_better") is False else ""
+        counts = f"{entry.get('n_labelled', '-')} / {entry.get('n', '-')}"
+        rows.append([printable(str(name)) + lower, printable(counts),
+                     fmt_num(entry.get("judge_mean")),
+                     f"{fmt_num(plain.get('value'))} {fmt_ci(plain.get('ci95'))}",
+                     f"{fmt_num(ppi.get('value'))} {fmt_ci(ppi.get('ci95'))}", _kappa_text(entry)])
+    widths = [max(len(r[i]) for r in rows) for i in range(len(_EST_HEAD))]
+    lines = [ESTIMATES_TITLE]
+    for j, r in enumerate(rows):
+        lines.append("  ".join(c.ljust(widths[i]) for i, c in enumerate(r)).rstrip())
+        if j == 0:
+            lines.append("  ".join("-" * w for w in widths))
+    lines.append("(the share of yes people would give to each metric's question over all N rows; the labelled "
+                 "rows must be a random sample of them)")
+    return lines
+
+
+def _estimate_lines(summary: Mapping[str, Any]) -> list[str]:
+    lines = format_estimates(summary.get("estimates"))
+    if isinstance(summary.get("estimates_error"), str):
+        lines.append(f"labels not used: {printable(summary['estimates_error'])}")
+    return lines
+
+
 def format_summary(summary: Mapping[str, Any]) -> str:
     """The summary table as plain text."""
     rows = [_HEAD] + [r for _, _, r in _rows(summary)]
@@ -59,6 +112,9 @@ def format_summary(summary: Mapping[str, Any]) -> str:
         if j == 0:
             lines.append("  ".join("-" * w for w in widths))
     lines += [f"calibration: {note}" for note in calibration_notes(_metrics(summary))]
+    estimates = _estimate_lines(summary)
+    if estimates:
+        lines += [""] + estimates
     if _starter(summary):
         lines.append(f"NOTE: {STARTER_NOTE}")
     return "\n".join(lines) + "\n"
@@ -89,5 +145,10 @@ def print_summary(summary: Mapping[str, Any], file: IO[str] | None = None) -> No
     console.print(table)
     for note in calibration_notes(_metrics(summary)):
         console.print(Text(f"calibration: {note}", style="dim"))
+    estimates = _estimate_lines(summary)
+    if estimates:
+        console.print(Text("\n" + estimates[0], style="bold"))
+        for line in estimates[1:]:
+            console.print(Text(line))
     if _starter(summary):
         console.print(Text(f"NOTE: {STARTER_NOTE}", style="bold yellow"))

@@ -239,7 +239,8 @@ def finish_run(folder: RunFolder, samples: list[Sample], metrics: list[Metric], 
 
     Every metric's summary entry records its direction (:attr:`Metric.higher_is_better`; the aggregate's
     is higher). ``calibrations``: metric -> the calibration that applies to it (None: none for these
-    models); its annotations are added to the rows and the summary."""
+    models); its annotations are added to the rows and the summary. A folder holding expert labels
+    (labels.jsonl, offline_eval.labels) gets their estimates too (``estimates``, offline_eval.estimate)."""
     chosen = calibrations or {}
     names = [m.name for m in metrics] + ([AGGREGATE] if aggregate else [])
     lower_is_better = {m.name for m in metrics if not m.higher_is_better}
@@ -248,6 +249,9 @@ def finish_run(folder: RunFolder, samples: list[Sample], metrics: list[Metric], 
         summary = {"metrics": {n: {**summarize(values[n], reasons[n]).to_dict(),
                                    "higher_is_better": n not in lower_is_better} for n in names}}
         calibration_summary(summary, chosen, values)
+        from offline_eval.estimate import summary_section
+
+        summary.update(summary_section(folder.path))  # the folder's labels.jsonl, if any: what experts would say
         return summary
 
     summary, _ = folder.finish({s.id: i for i, s in enumerate(samples)}, names, run_info,

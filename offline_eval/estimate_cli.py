@@ -1,0 +1,116 @@
+"""`offline-eval estimate`: what the experts would say about a run, from the judge's scores and a few labels.
+
+    offline-eval estimate runs/data                       # labels: runs/data/labels.jsonl
+    offline-eval estimate runs/data --labels expert.jsonl --json
+
+Importing this module is cheap (argparse only); the work lives in offline_eval.estimate.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from offline_eval.cli_models import HelpFormatter
+
+
+def cmd_estimate(args: argparse.Namespace) -> int:
+    """Print each labelled metric's estimates and keep them in the run's summary.json (and report)."""
+    from offline_eval.data.schema import DataError, printable
+    from offline_eval.estimate import DEFAULT_PREDICTION, estimate_run, read_run
+    from offline_eval.labels import LABELS_FILE
+
+    run_dir = Path(args.run_dir)
+    if not run_dir.is_dir():
+        raise DataError("no such run folder", source=str(run_dir))
+    labels = Path(args.labels) if args.labels else run_dir / LABELS_FILE
+    run = read_run(run_dir)
+    result = estimate_run(run_dir, labels, prediction=args.prediction or DEFAULT_PREDICTION, run=run,
+                          any_run=args.any_run)
+    if args.json:
+        print(json.dumps(result.estimates, ensure_ascii=False))
+    else:
+        from offline_eval.report.terminal import format_estimates
+
+        print("\n".join(format_estimates(result.estimates)) if result.estimates
+              else f"no label in {printable(str(labels))} names a metric of this run")
+    for metric, count in result.unknown_metrics.items():
+        print(f"offline-eval: {count} label(s) for {printable(metric)}, which this run did not score "
+              f"(its metrics: {', '.join(run.metrics)}): not used", file=sys.stderr)
+    for metric, figures in result.estimates.items():
+        note = (figures.get("ppi") or {}).get("note")
+        if note:
+            print(f"offline-eval: {printable(metric)}: {note}", file=sys.stderr)
+        excluded = figures.get("excluded") or {}
+        if excluded:
+            print(f"offline-eval: {printable(metric)}: rows left out: "
+                  + ", ".join(f"{k} {v}" for k, v in excluded.items()), file=sys.stderr)
+    if result.other_run:
+        print(f"offline-eval: {result.other_run} label(s) name another run (their 'run' fingerprint is not this "
+              "run's): left out; pass --any-run if that run scored the same samples", file=sys.stderr)
+    if not args.no_write:
+        _keep(run_dir, result)
+    return 0
+
+
+def _keep(run_dir: Path, result: Any) -> None:
+    """summary.json's estimates replaced (and report.html rewritten when the folder has one), under the
+    folder's lock; a folder in use by a run is left as it is, with a line saying so."""
+    from offline_eval.run.folder import REPORT, SUMMARY, RunFolder, RunFolderError, write_atomic
+
+    summary_path = run_dir / SUMMARY
+    if not summary_path.exists():
+        return
+    try:
+        folder = RunFolder(run_dir)
+        folder.lock()
+    except (RunFolderError, OSError) as exc:
+        print(f"offline-eval: summary.json not updated: {exc}", file=sys.stderr)
+        return
+    try:
+        try:
+            summary = json.loads(summary_path.read_text(encoding="utf-8"))
+        except ValueError:
+            print(f"offline-eval: {summary_path} is not valid JSON; not updated", file=sys.stderr)
+            return
+        summary.pop("estimates_error", None)
+        summary["estimates"], summary["estimates_source"] = result.estimates, result.source()
+        write_atomic(summary_path, json.dumps(summary, indent=2, ensure_ascii=False, default=str))
+        if (run_dir / REPORT).exists():
+            from offline_eval.report.html import write_report
+
+            write_report(run_dir)
+    finally:
+        folder.release()
+    print(f"estimates: {summary_path}", file=sys.stderr)
+
+
+def register(subparsers: Any) -> argparse.ArgumentParser:
+    """Add the ``estimate`` subcommand."""
+    p = subparsers.add_parser(
+        "estimate", help="each metric's human rate from the judge's scores and a few expert labels (PPI)",
+        description="For each metric with labels: the judge-only mean over the run's N scored rows, the share "
+                    "of yes among the n labelled rows with its 95% Wilson interval, and the prediction-powered "
+                    "estimate (PPI++) of the share of yes the labellers would give over all N rows, with its "
+                    "95% interval, beside Cohen's kappa of every two annotators. The labelled rows must be a "
+                    "simple random sample of the scored rows (`offline-eval review` draws them so). The "
+                    "figures are also written into the run's summary.json (and report.html).",
+        formatter_class=HelpFormatter)
+    p.add_argument("run_dir", metavar="RUN_FOLDER", help="folder written by `offline-eval run`")
+    p.add_argument("--labels", metavar="FILE",
+                   help="labels file (JSON Lines, offline_eval.labels; default: RUN_FOLDER/labels.jsonl)")
+    p.add_argument("--json", action="store_true", help="print one JSON object: {metric: {n_labelled, n, "
+                                                       "judge_mean, labels_only, ppi, ...}}")
+    p.add_argument("--prediction", choices=["raw", "calibrated"],
+                   help="PPI's prediction: the judge's score itself (raw, the default), or the score through a "
+                        "Platt map cross-fitted on the labels (calibrated: narrower, but its interval covered "
+                        "less than 93%% on one shared set; docs/estimate.md)")
+    p.add_argument("--any-run", action="store_true",
+                   help="use labels given on another run too (their 'run' fingerprint differs: another judge or "
+                        "settings on the same samples); without it they are left out and counted")
+    p.add_argument("--no-write", action="store_true", help="leave summary.json and report.html as they are")
+    p.set_defaults(func=cmd_estimate)
+    return p
