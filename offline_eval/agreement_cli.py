@@ -13,7 +13,9 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from offline_eval.cli_models import HelpFormatter, add_cache_arguments, add_model_arguments, positive_int
+from offline_eval.cli_models import (
+    HelpFormatter, add_cache_arguments, add_model_arguments, add_settings_arguments, positive_int,
+)
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -49,10 +51,10 @@ def _add_labelled_data(p: argparse.ArgumentParser, *, from_run: bool = False) ->
 
 
 def _add_scoring(p: argparse.ArgumentParser, what: argparse._ArgumentGroup) -> None:
+    """--metric, the judging settings (as for `run`, but for the aggregate's) and the model flags: a
+    calibration is fitted for the settings it was scored with, so every one of them can be given."""
     what.add_argument("--metric", required=True, help="metric name (`offline-eval metrics`)")
-    what.add_argument("--verdicts", choices=["options", "generate"], help="judge verdicts (see `run`)")
-    what.add_argument("--max-tokens", type=positive_int, help="longest judge output, in tokens")
-    what.add_argument("--language", choices=["en", "zh"], help="force the prompt language")
+    add_settings_arguments(p.add_argument_group("judging (as for `run`)"), aggregate=False)
     models = p.add_argument_group("models (as for `run`)")
     add_model_arguments(models)
 

@@ -137,7 +137,9 @@ def evaluate(data: Any, metrics: Iterable[Any] | None = None, *, models: Models 
     ``device``/``batch_size`` choose them for this call. ``output``: a run folder, written and resumed as
     the CLI's (None: nothing is written but the cache). ``cache``: True for the CLI's default file,
     a path, or False for memory only. ``options``: the run's settings by their names (``verdicts``,
-    ``max_tokens``, ``claims``, ``verdict_score``, ``context_window``, ``language``, ...).
+    ``max_tokens``, ``claims``, ``verdict_score``, ``context_window``, ``language``, ...: the names of
+    ``offline-eval run``'s flags, from ``EvalSettings.option_names()``) and each metric's options
+    (``<metric>_<option>``).
     """
     from offline_eval.cli_models import cache_path
     from offline_eval.engine.cache import ResultCache

@@ -33,18 +33,15 @@ from offline_eval.metrics.settings import EvalSettings
 
 # CALIBRATION_FILE is left out of a model folder's identity (offline_eval.engine.models).
 FORMAT = 1
-# The settings that change a metric's value (the others change cost or wording of nothing scored).
-SIGNATURE_FIELDS = ("verifier", "verdicts", "verdict_score", "support_threshold", "claims",
-                    "short_answer_sentences", "context_window", "windows_per_claim", "fragment_words",
-                    "baseline_weight", "credulity_limit")
 _EPS = 1e-4
 
 
 def settings_signature(settings: EvalSettings, options: Mapping[str, Any] | None = None) -> dict[str, Any]:
-    """What a calibration is fitted for besides its metric and models: the settings that change values,
-    and the metric's own options (``Metric.config()``) when it has any."""
+    """What a calibration is fitted for besides its metric and models: the settings that change values
+    (declared so in :class:`EvalSettings`), and the metric's own options (``Metric.config()``) when it
+    has any."""
     data = asdict(settings)
-    signature = {k: (list(data[k]) if isinstance(data[k], tuple) else data[k]) for k in SIGNATURE_FIELDS if k in data}
+    signature = {k: (list(data[k]) if isinstance(data[k], tuple) else data[k]) for k in settings.signature_fields()}
     if options:
         signature["options"] = dict(options)
     return signature

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import argparse
 import atexit
-import dataclasses
 import errno
 import importlib
 import logging
@@ -22,104 +21,41 @@ import os
 import signal
 import sys
 import tomllib
-import types
-import typing
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from offline_eval import __version__
 from offline_eval.cli_models import (
-    HelpFormatter, add_cache_arguments, add_calibration_arguments, add_model_arguments, apply_threads, open_cache,
-    positive_int, unit_fraction,
+    HelpFormatter, add_cache_arguments, add_calibration_arguments, add_model_arguments, add_settings_arguments,
+    apply_threads, open_cache, positive_int,
 )
+from offline_eval.options import add_field_arguments, boolean, items
 
 SUBCOMMAND_MODULES = ("offline_eval.runtime.models_cli", "offline_eval.engine.cache_cli", "offline_eval.retrieval.cli",
                       "offline_eval.report.cli", "offline_eval.testset.cli", "offline_eval.agreement_cli",
                       "offline_eval.review.cli", "offline_eval.estimate_cli")
 
 
-def _csv(text: str) -> list[str]:
-    return [part.strip() for part in text.split(",") if part.strip()]
-
-
 def _metric_names(text: str) -> list[str]:
     """argparse type of --metrics: names separated by commas, at least one (an empty list would
     otherwise read as "the default five")."""
-    names = _csv(text)
+    names = items(text)
     if not names:
         raise argparse.ArgumentTypeError(f"expected metric names separated by commas, got {text!r}")
     return names
 
 
-def _weights(text: str) -> dict[str, float]:
-    out = {}
-    for part in _csv(text):
-        name, sep, value = part.partition("=")
-        if not sep:
-            raise argparse.ArgumentTypeError(f"expected name=weight, got '{part}'")
-        out[name.strip()] = float(value)
-    return out
-
-
-def _numbers(text: str) -> tuple[float, ...]:
-    try:
-        return tuple(float(x) for x in _csv(text))
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected numbers separated by commas, got {text!r}") from None
-
-
-def _boolean(text: str) -> bool:
-    value = {"true": True, "yes": True, "1": True, "false": False, "no": False, "0": False}.get(text.lower())
-    if value is None:
-        raise argparse.ArgumentTypeError(f"expected true or false, got {text!r}")
-    return value
-
-
-def _option_type(kind: Any, field: Any) -> Callable[[str], Any]:
-    """The argparse type of a metric option from its annotation: true/false, whole numbers (at least 1
-    when ``metadata["minimum"]`` is 1), numbers, tuples of numbers (comma-separated, as many as the
-    default has), text."""
-    if typing.get_origin(kind) in (typing.Union, types.UnionType):  # X | None: X
-        kind = next(k for k in typing.get_args(kind) if k is not type(None))
-    if kind is bool:
-        return _boolean
-    if kind is int:
-        return positive_int if field.metadata.get("minimum") == 1 else int
-    if kind is float:
-        return float
-    if typing.get_origin(kind) is tuple:
-        count = len(field.default) if isinstance(field.default, tuple) else None
-
-        def numbers(text: str) -> tuple[float, ...]:
-            values = _numbers(text)
-            if count is not None and len(values) != count:
-                raise argparse.ArgumentTypeError(f"expected {count} numbers, e.g. "
-                                                 f"{','.join(f'{v:g}' for v in field.default)}")
-            return values
-        return numbers
-    return str
-
-
 def add_metric_option_arguments(parser: argparse.ArgumentParser) -> None:
-    """A flag for every option of every metric (``Metric.Options``): ``--<metric>-<field>``, dest
-    ``<metric>_<field>`` (also its TOML key and API keyword); plugins imported before the parser is
-    built (:func:`main`) get theirs too."""
+    """A flag for every option of every metric (``Metric.Options``, :mod:`offline_eval.options`):
+    ``--<metric>-<field>``, dest ``<metric>_<field>`` (also its TOML key and API keyword); plugins
+    imported before the parser is built (:func:`main`) get theirs too."""
     from offline_eval.metrics import metric_classes
-    from offline_eval.metrics.base import option_flag, option_names, option_types
+    from offline_eval.metrics.base import option_names
 
     group = parser.add_argument_group("metric options (each applies when its metric runs)")
     for name, cls in sorted(metric_classes().items()):
-        hints = option_types(cls)
         direction = "higher is better" if cls.higher_is_better else "lower is better"
-        for public, field in option_names(cls).items():
-            default = field.default if field.default is not dataclasses.MISSING else None
-            shown = ",".join(f"{v:g}" for v in default) if isinstance(default, tuple) else default
-            shown = "none" if shown is None else shown
-            group.add_argument(option_flag(public, field), dest=public,
-                               type=field.metadata.get("parse") or _option_type(hints[field.name], field),
-                               metavar=field.metadata.get("metavar", field.name.upper()),
-                               help=f"{name} ({direction}): {field.metadata.get('help', field.name)} "
-                                    f"(default {shown})".replace("%", "%%"))
+        add_field_arguments(group, cls.Options, option_names(cls), prefix=f"{name} ({direction}): ")
 
 
 def add_run_parser(subparsers: Any) -> argparse.ArgumentParser:
@@ -146,30 +82,8 @@ def add_run_parser(subparsers: Any) -> argparse.ArgumentParser:
     what.add_argument("--plugin", action="append", metavar="MODULE|FILE.py",
                       help="import a module or .py file whose metrics register themselves "
                            "(offline_eval.metrics.register_metric), so --metrics can name them; repeatable")
-    what.add_argument("--language", choices=["en", "zh"], help="force the prompt language (default: per sample)")
-    what.add_argument("--verdicts", choices=["options", "generate"],
-                      help="judge verdicts as P(Yes) from log-probabilities (options) or as JSON with reasons (generate)")
-    what.add_argument("--max-tokens", type=positive_int, help="longest judge output, in tokens (default 768)")
-    what.add_argument("--weights", type=_weights, metavar="metric=w,...", help="weights of the aggregate")
-    what.add_argument("--verdict-score", choices=["probability", "threshold"],
-                      help="shares of verdicts as expected shares, the mean P(supported) (probability, the default), "
-                           "or as shares of verdicts at P >= 0.5 (threshold, as Ragas)")
-    what.add_argument("--claims", choices=["auto", "llm", "sentences"],
-                      help="statements of an answer to verify: auto (an answer of at most two sentences whole, "
-                           "a longer one sentence by sentence; the default), llm (the judge's claims, as Ragas) "
-                           "or sentences")
-    what.add_argument("--context-window", type=int, metavar="WORDS",
-                      help="judge option verdicts read the contexts in windows of at most WORDS words (Chinese: "
-                           "characters) and keep the best window; 0 reads all contexts at once (default 100)")
-    what.add_argument("--baseline-weight", type=unit_fraction, metavar="W",
-                      help="judge option verdicts: take W of the lean each retrieved passage gives the judge (its "
-                           "P(Yes) for an empty statement, in log-odds) out of every verdict against it; 0 turns "
-                           "it off (default 0.5)")
-    what.add_argument("--credulity-limit", type=unit_fraction, metavar="P",
-                      help="judge option verdicts: a retrieved passage whose P(Yes) for an absurd statement is above "
-                           "P agrees with anything (an instruction to the grader planted in it) and is not taken "
-                           "as evidence; 1 turns it off (default 0.5)")
     add_calibration_arguments(what)
+    add_settings_arguments(p.add_argument_group("judging (every metric reads these)"))
     models = p.add_argument_group("models")
     add_model_arguments(models)
     out = p.add_argument_group("output")
@@ -271,7 +185,7 @@ def _config_value_one(action: argparse.Action, value: Any, where: str) -> Any:
     elif isinstance(value, dict) and all(isinstance(v, (str, int, float)) for v in value.values()):
         text = ",".join(f"{k}={v}" for k, v in value.items())
     elif isinstance(value, bool):  # only a true/false option takes one (a path or a size named "True" is a slip)
-        if action.type is not _boolean:
+        if action.type is not boolean:
             raise ValueError(f"{where}: {action.option_strings[0]} takes no true/false, got {str(value).lower()}")
         text = str(value).lower()
     elif isinstance(value, (str, int, float)):

@@ -1,5 +1,5 @@
 """What every model-using command shares (`run`, `generate`, `agreement`, `retrieval --answer`): the
-model, calibration and cache flags, and the cache they open. The flags become models through
+model, judging settings, calibration and cache flags, and the cache they open. The flags become models through
 :class:`offline_eval.run.config.ModelChoice` (whose fields are named as the flags' destinations).
 
 Only argparse and the backend declarations (no model library) are imported at module level, so
@@ -13,29 +13,8 @@ import os
 from pathlib import Path
 from typing import Any
 
+from offline_eval.options import add_field_arguments, positive_int
 from offline_eval.runtime.registry import backend_names
-
-
-def positive_int(text: str) -> int:
-    """argparse type of counts and sizes: a whole number >= 1 (the flag is named by argparse's error)."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected a whole number >= 1, got {value}")
-    return value
-
-
-def unit_fraction(text: str) -> float:
-    """argparse type of a share: a number from 0 to 1."""
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number from 0 to 1, got {text!r}") from None
-    if not 0.0 <= value <= 1.0:
-        raise argparse.ArgumentTypeError(f"expected a number from 0 to 1, got {value:g}")
-    return value
 
 
 class HelpFormatter(argparse.HelpFormatter):
@@ -175,6 +154,17 @@ class DeferredCache:
 def cache_path(path: str | Path | None = None) -> Path:
     """The cache file: ``path``, else $OFFLINE_EVAL_CACHE, else the default."""
     return Path(path or os.environ.get("OFFLINE_EVAL_CACHE", DEFAULT_CACHE)).expanduser()
+
+
+def add_settings_arguments(group: argparse._ArgumentGroup, *, aggregate: bool = True) -> None:
+    """A flag for every judging setting, made from its declaration in
+    :class:`~offline_eval.metrics.settings.EvalSettings`: ``--<name>``, dest ``<name>`` (also its TOML
+    key and API keyword; :class:`offline_eval.run.config.RunConfig` reads them by that name).
+    ``aggregate`` False: a command that scores one metric has none for what only the aggregate reads."""
+    from offline_eval.metrics.settings import EvalSettings
+
+    add_field_arguments(group, EvalSettings, {name: f for name, f in EvalSettings.option_fields().items()
+                                              if aggregate or not f.metadata.get("aggregate_only")})
 
 
 def add_calibration_arguments(group: argparse._ArgumentGroup) -> None:

@@ -282,7 +282,7 @@ def test_metric_option_flags_read_their_values_by_the_option_s_type():
     import argparse
     import dataclasses
 
-    from offline_eval.cli import _option_type
+    from offline_eval.options import value_reader
 
     @dataclasses.dataclass(frozen=True)
     class Options:
@@ -292,7 +292,7 @@ def test_metric_option_flags_read_their_values_by_the_option_s_type():
         label: str = "x"
 
     fields = {f.name: f for f in dataclasses.fields(Options)}
-    types = {name: _option_type(kind, fields[name]) for name, kind in
+    types = {name: value_reader(kind, fields[name])[0] for name, kind in
              {"strict": bool, "n": int, "weights": tuple[float, float], "label": str}.items()}
     assert types["strict"]("yes") is True and types["strict"]("False") is False
     assert types["n"]("2") == 2 and types["weights"]("1,0") == (1.0, 0.0) and types["label"]("a b") == "a b"

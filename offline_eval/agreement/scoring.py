@@ -24,6 +24,7 @@ from offline_eval.engine.cache import ResultCache
 from offline_eval.metrics import metric_classes
 from offline_eval.metrics.base import Metric
 from offline_eval.metrics.settings import EvalSettings
+from offline_eval.options import flag_of
 from offline_eval.run.config import ModelChoice, Models, Run, RunConfig, build_run
 from offline_eval.stats import DEFAULT_RESAMPLES, DEFAULT_SEED
 
@@ -347,10 +348,8 @@ def stored_calibration_data(run_dir: str | Path, labels_path: str | Path, metric
 def _stored_settings(info: dict[str, Any], run_dir: Path) -> EvalSettings:
     """The settings a run recorded in run.json; one recorded by code without a setting that changes values
     cannot be matched to a calibration."""
-    from offline_eval.calibration import SIGNATURE_FIELDS
-
     recorded = info.get("settings") if isinstance(info.get("settings"), dict) else {}
-    missing = [k for k in SIGNATURE_FIELDS if k not in recorded]
+    missing = [k for k in EvalSettings.signature_fields() if k not in recorded]
     if missing:
         raise DataError(f"run.json records no {', '.join(missing)} (an older offline-eval wrote it); calibrate by "
                         "scoring the labelled set again (--dataset)", source=str(run_dir))
@@ -369,6 +368,11 @@ def _calibrate_from_run(args: Any) -> tuple[Metric, dict[str, str], EvalSettings
     if args.positive or args.drop:
         raise ValueError("calibrate --run: --positive and --drop name values of a dataset's label column; a labels "
                          "file says yes or no")
+    given = [flag_of(name, f) for name, f in EvalSettings.option_fields().items()
+             if getattr(args, name, None) is not None]
+    if given:  # they would be ignored: the run was scored with its own
+        raise ValueError(f"calibrate --run: the calibration is fitted for the settings the run recorded (run.json); "
+                         f"leave out {', '.join(given)}")
     run_dir = Path(args.run)
     labels_path = Path(args.labels) if args.labels else run_dir / LABELS_FILE
     info, values, labels, unscored, excluded = stored_calibration_data(run_dir, labels_path, args.metric)

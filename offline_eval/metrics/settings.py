@@ -1,77 +1,133 @@
 """Settings every metric can read (the ``ctx`` the engine passes to ``Metric.score``); what one metric
-alone reads is that metric's own ``Options`` (offline_eval.metrics.base.Metric)."""
+alone reads is that metric's own ``Options`` (offline_eval.metrics.base.Metric).
+
+Each setting is declared once, below: its default, its help and how a flag reads its value
+(:func:`setting`, :mod:`offline_eval.options`), and whether it changes the values metrics give. From
+that declaration come its ``run``, ``agreement`` and ``calibrate`` flag, its key in a ``run --config``
+TOML file, its keyword in the Python API and, for one that changes values, its place in the signature
+a calibration is fitted for. Adding a setting is adding a field here and reading it where it is used.
+"""
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field, fields
-from typing import Any, ClassVar
+import dataclasses
+from dataclasses import asdict, dataclass, fields
+from typing import Any, Literal, Mapping
 
 from offline_eval.data.schema import Sample
+from offline_eval.options import named_numbers, unit_fraction
 from offline_eval.text import detect_language
+
+
+def setting(default: Any = dataclasses.MISSING, *, help: str, changes_values: bool = False,
+            default_factory: Any = dataclasses.MISSING, **metadata: Any) -> Any:
+    """The declaration of a judging setting: its default and its field metadata, ``help`` and what
+    :mod:`offline_eval.options` reads (``metavar``, ``parse``, ``minimum``), plus
+
+    * ``changes_values``: the setting changes what a metric's value is, not only what computing it
+      costs, so a calibration fitted with another value of it does not apply (it enters the
+      calibration's signature; every setting enters a run's fingerprint);
+    * ``name``: its public name (flag, TOML key, API keyword) where that is not the field's name;
+    * ``aggregate_only``: only the aggregate reads it, so a command that scores one metric has no
+      flag for it.
+    """
+    return dataclasses.field(default=default, default_factory=default_factory,
+                             metadata={"help": help, "changes_values": changes_values, **metadata})
 
 
 @dataclass
 class EvalSettings:
-    language: str | None = None  # force the prompt language ("en"/"zh"); else per sample
-    verifier: str = "judge"  # who checks claims against contexts: "hhem" or "judge"
-    verdicts: str = "options"  # judge verdicts: "options" (P(Yes) by log-prob) or "generate" (JSON)
-    support_threshold: float = 0.5  # a claim counts as supported at P >= this (Ragas rounds HHEM at 0.5)
-    # "probability": shares of claims are expected shares, the mean P(supported), so a dataset never
-    # collapses to 0 or 1; "threshold": the share of verdicts at P >= support_threshold (Ragas)
-    verdict_score: str = "probability"
-    # which statements of an answer are verified: "auto" checks an answer of at most
-    # short_answer_sentences sentences whole and a longer one sentence by sentence; "llm": the judge's
-    # claims (Ragas); "sentences": always the answer's sentences
-    claims: str = "auto"
-    short_answer_sentences: int = 2
-    # judge option verdicts read the contexts in windows of whole sentences of at most this many words
-    # (Chinese: characters), and a statement is supported when its best window supports it; 0: all
-    # contexts at once
-    context_window: int = 100
-    windows_per_claim: int = 4  # the windows sharing most words with a statement are judged; 0: all
-    # an answer checked whole of at most this many words is judged as an answer to the question: a
-    # fragment like "Tampa, Florida" states nothing on its own (a full sentence is judged on its own:
-    # on BEGIN, reading dialogue replies as answers to the user's message cost 0.12 AUC); 0: never
-    fragment_words: int = 4
-    # option verdicts: how much of the P(Yes) a premise gets for an empty statement is taken out of
-    # every verdict against it (contextual calibration, judging.corrected); 0: none, 1: all of it
-    baseline_weight: float = 0.5
-    # option verdicts: a passage whose P(Yes) for an absurd statement is above this agrees with anything
-    # (an instruction to the grader planted in it) and is not evidence for any statement (judging.
-    # ABSURD_STATEMENT, issue #33); 1: never refused
-    credulity_limit: float = 0.5
-    statements_per_call: int = 8  # claims verified per JSON call, so verdict lists are never cut off
-    max_tokens: int = 768
-    aggregate_weights: dict[str, float] = field(default_factory=dict)  # empty: equal weights
-    keypoint_max: int = 14
+    language: Literal["en", "zh"] | None = setting(None, help="force the prompt language (default: per sample)")
+    # who checks claims against contexts: "hhem" or "judge". The profile chooses it (a verifier model,
+    # or none and the judge verifies), so it has no flag, TOML key or API keyword of its own.
+    verifier: str = dataclasses.field(default="judge", metadata={"option": False, "changes_values": True})
+    verdicts: Literal["options", "generate"] = setting(
+        "options", changes_values=True,
+        help="judge verdicts as P(Yes) from log-probabilities (options) or as JSON with reasons (generate)")
+    support_threshold: float = setting(
+        0.5, changes_values=True, parse=unit_fraction, metavar="P",
+        help="a claim counts as supported, and a chunk as useful, at P(Yes) >= P (Ragas rounds HHEM at 0.5)")
+    # expected shares never collapse a data set's values to 0 or 1, as shares of verdicts do
+    verdict_score: Literal["probability", "threshold"] = setting(
+        "probability", changes_values=True,
+        help="shares of verdicts as expected shares, the mean P(supported) (probability, the default), or as "
+             "shares of verdicts at P >= --support-threshold (threshold, as Ragas)")
+    claims: Literal["auto", "llm", "sentences"] = setting(
+        "auto", changes_values=True,
+        help="statements of an answer to verify: auto (an answer of at most --short-answer-sentences sentences "
+             "whole, a longer one sentence by sentence; the default), llm (the judge's claims, as Ragas) or "
+             "sentences")
+    short_answer_sentences: int = setting(
+        2, changes_values=True, minimum=0, metavar="N",
+        help="--claims auto checks an answer of at most N sentences whole")
+    # a small judge reads one short passage far better than several long ones
+    context_window: int = setting(
+        100, changes_values=True, minimum=0, metavar="WORDS",
+        help="judge option verdicts read the contexts in windows of at most WORDS words (Chinese: characters) "
+             "and keep the best window; 0 reads all contexts at once")
+    # so that a long context costs seconds, not hours
+    windows_per_claim: int = setting(
+        4, changes_values=True, minimum=0, metavar="N",
+        help="judge option verdicts: each statement is judged against the N windows that share most words "
+             "with it; 0 judges it against every window")
+    # a full sentence is judged on its own: read as replies to the user's message, sentences of dialogue
+    # were judged further from people's labels
+    fragment_words: int = setting(
+        4, changes_values=True, minimum=0, metavar="WORDS",
+        help="an answer checked whole of at most WORDS words is judged as an answer to the question (a "
+             "fragment like 'Tampa, Florida' states nothing on its own); 0 never does so")
+    # contextual calibration (judging.corrected)
+    baseline_weight: float = setting(
+        0.5, changes_values=True, parse=unit_fraction, metavar="W",
+        help="judge option verdicts: take W of the lean each retrieved passage gives the judge (its P(Yes) "
+             "for an empty statement, in log-odds) out of every verdict against it; 0 turns it off")
+    # judging.ABSURD_STATEMENT
+    credulity_limit: float = setting(
+        0.5, changes_values=True, parse=unit_fraction, metavar="P",
+        help="judge option verdicts: a retrieved passage whose P(Yes) for an absurd statement is above P "
+             "agrees with anything (an instruction to the grader planted in it) and is not taken as "
+             "evidence; 1 turns it off")
+    statements_per_call: int = setting(
+        8, minimum=1, metavar="N",
+        help="judge JSON verdicts: statements verified per call, so that no list of verdicts is cut off")
+    max_tokens: int = setting(768, minimum=1, help="longest judge output, in tokens")
+    aggregate_weights: dict[str, float] = setting(
+        default_factory=dict, name="weights", parse=named_numbers, metavar="metric=w,...", aggregate_only=True,
+        help="weights of the aggregate (default: equal weights)")
+    keypoint_max: int = setting(
+        14, minimum=1, metavar="N",
+        help="most key points the judge draws from a reference answer (the keypoint metrics)")
 
-    # option name -> field, where the flag's name is shorter (--weights)
-    ALIASES: ClassVar[dict[str, str]] = {"weights": "aggregate_weights"}
+    @classmethod
+    def option_fields(cls) -> dict[str, dataclasses.Field]:
+        """The settings a flag, a TOML key or an API keyword sets, by that name (``verifier`` is chosen
+        by the profile, not set)."""
+        return {f.metadata.get("name", f.name): f for f in fields(cls) if f.metadata.get("option", True)}
 
     @classmethod
     def option_names(cls) -> list[str]:
-        """The names a flag, a TOML key or an API keyword gives a setting by (``verifier`` is chosen by
-        the profile, not set)."""
-        return sorted(({f.name for f in fields(cls)} - {"verifier"} - set(cls.ALIASES.values()))
-                      | set(cls.ALIASES))
+        """The names a flag, a TOML key or an API keyword gives a setting by."""
+        return sorted(cls.option_fields())
+
+    @classmethod
+    def signature_fields(cls) -> tuple[str, ...]:
+        """The settings that change a metric's values (those a calibration is fitted for), in the
+        order they are declared."""
+        return tuple(f.name for f in fields(cls) if f.metadata.get("changes_values"))
 
     @classmethod
     def from_options(cls, verifier: str = "judge", **options: Any) -> "EvalSettings":
-        """Settings from options named as :meth:`option_names` (``None`` keeps a default), as the CLI's
-        flags and the Python API's keywords give them. An unknown name raises TypeError listing the
-        known ones."""
-        names = {f.name for f in fields(cls)} - {"verifier"}
-        settings = cls(verifier=verifier)
-        unknown = sorted(k for k in options if cls.ALIASES.get(k, k) not in names)
+        """Settings from options named as :meth:`option_names` (or by their field's name; ``None``
+        keeps a default), as the CLI's flags and the Python API's keywords give them. An unknown name
+        raises TypeError listing the known ones."""
+        by_name = {**{f.name: f for f in cls.option_fields().values()}, **cls.option_fields()}
+        unknown = sorted(k for k in options if k not in by_name)
         if unknown:
             raise TypeError(f"unknown option(s) {', '.join(unknown)}; known: {', '.join(cls.option_names())}")
+        settings = cls(verifier=verifier)
         for key, value in options.items():
-            if value is None:
-                continue
-            key = cls.ALIASES.get(key, key)
-            if key == "aggregate_weights":
-                value = dict(value)
-            setattr(settings, key, value)
+            if value is not None:
+                setattr(settings, by_name[key].name, dict(value) if isinstance(value, Mapping) else value)
         return settings
 
     def language_for(self, sample: Sample) -> str:
@@ -82,4 +138,5 @@ class EvalSettings:
         return detect_language(" ".join(filter(None, (sample.question, sample.answer, sample.ground_truth))))
 
     def fingerprint(self) -> dict[str, Any]:
+        """Every setting by its field's name (run.json records it; it enters the run's fingerprint)."""
         return asdict(self)
