@@ -102,3 +102,52 @@ def test_an_error_after_the_progress_line_starts_a_line_of_its_own(tmp_path, cap
     assert "\r" not in err and lines[0].startswith("offline-eval: the earlier run in ")
     assert lines[-2].startswith("report: ") and lines[-1].startswith("results: ")
     assert all(line.startswith("samples ") for line in lines[1:-2]) and len(lines) > 3, lines
+
+
+# -- a file or a pipe: a whole line per update, and rarely -------------------------------------------------
+def test_off_a_terminal_a_line_is_written_at_start_at_most_every_n_seconds_and_at_the_end(monkeypatch):
+    """A log gets a line when the run starts, then at most one per ``every`` seconds however many updates
+    come in between, then the last state when it ends: each a whole line, none redrawn."""
+    clock = [1000.0]
+    monkeypatch.setattr("offline_eval.progress.time.perf_counter", lambda: clock[0])
+    stream = io.StringIO()
+    progress = RunProgress(100, stream=stream, every=30)
+    progress.window(0, 1)
+    step = progress("options (judge)", 100)
+    for _ in range(74):  # a request done and a sample finished each second for 74 s: lines at 0, 30 and 60 s
+        clock[0] += 1
+        step.update(1)
+        progress.sample()
+    lines = stream.getvalue().splitlines()
+    assert [line.split(" · ")[0] for line in lines] == ["samples 0/100", "samples 29/100", "samples 59/100"]
+    assert "step 1: options (judge) 60/100" in lines[-1] and "step ends in ~" in lines[-1]
+    step.close()
+    progress.close()
+    lines = stream.getvalue().splitlines()
+    assert len(lines) == 4 and lines[-1].startswith("samples 74/100 · window 1/1 · step 1")
+    assert "\r" not in stream.getvalue() and stream.getvalue().endswith("\n")
+
+
+def test_a_run_whose_stderr_is_a_file_writes_whole_lines(tmp_path):
+    """The real command with stderr sent to a file, as `offline-eval run ... 2> log` or CI does: every
+    progress line is whole (it was one line, `samples 0/12 · window 1/1 · step 0samples 1/12 · …`), and
+    the lines after it start lines of their own."""
+    import os
+    import subprocess
+    import sys
+
+    log = tmp_path / "stderr.log"
+    script = "import sys; from offline_eval.cli import main; sys.exit(main(sys.argv[1:]))"
+    env = {**os.environ, "PYTHONPATH": str(EXAMPLES.parents[1])}
+    with log.open("w") as err:
+        done = subprocess.run([sys.executable, "-c", script, "run", "--dataset", str(EXAMPLES), "--metrics",
+                               "rouge_l", "--no-cache", "--output", str(tmp_path / "run")],
+                              stdout=subprocess.DEVNULL, stderr=err, env=env, timeout=300)
+    assert done.returncode == 0, log.read_text()
+    text = log.read_text()
+    assert "\r" not in text and text.endswith("\n")
+    lines = text.splitlines()
+    progress = [line for line in lines if line.startswith("samples ")]
+    assert progress[0] == "samples 0/12 · window 1/1 · step 0" and progress[-1].startswith("samples 12/12 ·")
+    assert all(line.count("samples ") == line.startswith("samples ") for line in lines), lines
+    assert lines[-2].startswith("report: ") and lines[-1].startswith("results: ")
