@@ -32,8 +32,8 @@ import torch
 
 from offline_eval.engine.requests import Classify
 from offline_eval.runtime.batch_invariance import on_boundary
-from offline_eval.runtime.identity import content_fingerprint, model_identity
-from offline_eval.runtime.registry import backend_spec
+from offline_eval.runtime.base import Backend
+from offline_eval.runtime.identity import content_fingerprint
 
 log = logging.getLogger(__name__)
 
@@ -53,14 +53,6 @@ _SENTENCE_END = (".", "!", "?", "\n", "。", "！", "？")
 # carry either name (safetensors drops duplicates of shared tensors).
 _TIED = {
     "transformer.encoder.embed_tokens.weight": "transformer.shared.weight",
-}
-_DTYPES = {
-    "float32": torch.float32,
-    "fp32": torch.float32,
-    "bfloat16": torch.bfloat16,
-    "bf16": torch.bfloat16,
-    "float16": torch.float16,
-    "fp16": torch.float16,
 }
 
 
@@ -86,15 +78,11 @@ def _has_tokenizer(folder: Path) -> bool:
 
 
 def _resolve_dtype(name: str, checkpoint_dtype: torch.dtype) -> torch.dtype:
+    name = Backend.dtype_name(name)
     if name == "auto":
         # T5 activations overflow in float16; a float16 checkpoint runs in float32 unless asked.
         return torch.float32 if checkpoint_dtype == torch.float16 else checkpoint_dtype
-    try:
-        return _DTYPES[name]
-    except KeyError:
-        raise ValueError(
-            f"unknown dtype '{name}' (use auto, float32, bfloat16 or float16)"
-        ) from None
+    return getattr(torch, name)
 
 
 @dataclass(frozen=True)
@@ -104,7 +92,7 @@ class _Window:
     n_tokens: int
 
 
-class HHEMVerifier:
+class HHEMVerifier(Backend):
     """HHEM-2.1-Open premise/hypothesis consistency scorer on transformers' T5 classes.
 
     Args:
@@ -135,14 +123,12 @@ class HHEMVerifier:
     ) -> None:
         from transformers import AutoTokenizer, T5Config, T5ForTokenClassification
 
-        if batch_size < 1:
-            raise ValueError(f"batch_size must be at least 1, got {batch_size}")
+        self.set_batch_size(batch_size)
         if window_overlap < 0:
             raise ValueError(f"window_overlap must be non-negative, got {window_overlap}")
         self.path = Path(path).expanduser().resolve()
         if not self.path.is_dir():
             raise FileNotFoundError(f"HHEM model folder {self.path} does not exist")
-        self.batch_size = int(batch_size)
         self.max_length = int(max_length) if max_length else DEFAULT_MAX_LENGTH
         self.window_overlap = int(window_overlap)
         if device == "auto":
@@ -211,10 +197,8 @@ class HHEMVerifier:
         folders = {"main": content_fingerprint(self.path)}
         if tok_dir != self.path:
             folders["tokenizer_path"] = content_fingerprint(tok_dir)
-        self.identity = model_identity(
-            backend_spec("verifier", "hhem"), folders,
-            {"max_length": self.max_length, "window_overlap": self.window_overlap, "dtype": dtype_name},
-        )
+        self.identify(folders, {"max_length": self.max_length, "window_overlap": self.window_overlap,
+                                "dtype": dtype_name})
 
     # ----------------------------------------------------------------------------- loading
     def _foundation_folder(self, hhem_cfg: dict[str, Any], tokenizer_path: str | None) -> Path | None:
