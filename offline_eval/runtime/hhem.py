@@ -121,7 +121,7 @@ class HHEMVerifier(Backend):
         window_overlap: int = 64,
         dtype: str = "auto",
     ) -> None:
-        from transformers import AutoTokenizer, T5Config, T5ForTokenClassification
+        from transformers import T5Config, T5ForTokenClassification
 
         self.set_batch_size(batch_size)
         if window_overlap < 0:
@@ -163,22 +163,7 @@ class HHEMVerifier(Backend):
         else:
             self.prompt = HHEM_PROMPT
 
-        if tokenizer_path or not _has_tokenizer(self.path):
-            tok_dir = foundation if foundation is not None else self.path
-        else:
-            tok_dir = self.path
-        if not _has_tokenizer(tok_dir):
-            raise FileNotFoundError(
-                f"tokenizer folder {tok_dir} has no tokenizer ({' or '.join(TOKENIZER_FILES)}): "
-                f"pass tokenizer_path=<local flan-t5-base folder>"
-            )
-        self.tokenizer = AutoTokenizer.from_pretrained(str(tok_dir), local_files_only=True)
-        self.tokenizer.padding_side = "right"
-        # Inputs are windowed here (see ``windows``); silence the tokenizer's own 512-token warning.
-        self.tokenizer.model_max_length = sys.maxsize
-        if self.tokenizer.pad_token_id is None:
-            raise ValueError(f"tokenizer in {tok_dir} has no pad token")
-        self.tokenizer_path = tok_dir
+        tok_dir = self._load_tokenizer(foundation, tokenizer_path)
 
         state = self._read_state_dict(weight_file)
         ckpt_dtype = next((t.dtype for t in state.values() if t.is_floating_point()), torch.float32)
@@ -201,6 +186,29 @@ class HHEMVerifier(Backend):
                                 "dtype": dtype_name})
 
     # ----------------------------------------------------------------------------- loading
+    def _load_tokenizer(self, foundation: Path | None, tokenizer_path: str | None) -> Path:
+        """Load the tokenizer (``tokenizer_path``'s, else HHEM's own folder's when it has one, else the
+        foundation's) into ``self.tokenizer``; returns its folder."""
+        from transformers import AutoTokenizer
+
+        if tokenizer_path or not _has_tokenizer(self.path):
+            tok_dir = foundation if foundation is not None else self.path
+        else:
+            tok_dir = self.path
+        if not _has_tokenizer(tok_dir):
+            raise FileNotFoundError(
+                f"tokenizer folder {tok_dir} has no tokenizer ({' or '.join(TOKENIZER_FILES)}): "
+                f"pass tokenizer_path=<local flan-t5-base folder>"
+            )
+        self.tokenizer = AutoTokenizer.from_pretrained(str(tok_dir), local_files_only=True)
+        self.tokenizer.padding_side = "right"
+        # Inputs are windowed here (see ``windows``); silence the tokenizer's own 512-token warning.
+        self.tokenizer.model_max_length = sys.maxsize
+        if self.tokenizer.pad_token_id is None:
+            raise ValueError(f"tokenizer in {tok_dir} has no pad token")
+        self.tokenizer_path = tok_dir
+        return tok_dir
+
     def _foundation_folder(self, hhem_cfg: dict[str, Any], tokenizer_path: str | None) -> Path | None:
         """The local flan-t5-base folder: ``tokenizer_path``, else a subfolder of ``path``, else None."""
         if tokenizer_path:
