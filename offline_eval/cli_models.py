@@ -41,7 +41,8 @@ def add_model_arguments(group: argparse._ArgumentGroup, *, verifier: bool = True
     group.add_argument("--judge-batch-size", type=positive_int, help="judge batch size (default: --batch-size; "
                                                             "vLLM: the whole stage)")
     if verifier:
-        group.add_argument("--verifier", choices=["hhem", "judge"], help="who verifies claims against contexts")
+        group.add_argument("--verifier", choices=backend_names("verifier", test_doubles=False),
+                           help="who verifies claims against contexts")
         group.add_argument("--hhem", help="HHEM-2.1-Open folder")
         group.add_argument("--hhem-tokenizer", help="flan-t5-base folder (tokenizer + config) for HHEM")
     if embedder:

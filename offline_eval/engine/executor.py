@@ -22,9 +22,6 @@ from offline_eval.engine.requests import Request, to_jsonable
 
 log = logging.getLogger(__name__)
 
-BACKEND_METHOD = {"generate": "generate", "options": "score_options", "classify": "classify",
-                  "embed": "embed"}
-
 
 @dataclass(frozen=True)
 class RequestFailed:
@@ -177,7 +174,7 @@ class Engine:
     def _dispatch(self, kind: str, items: list[tuple[str, Request]]) -> dict[str, Any]:
         role = items[0][1].role
         backend = self.models.get(role)
-        method = getattr(backend, BACKEND_METHOD[kind])
+        method = getattr(backend, items[0][1].backend_method)
         batch_size = max(1, int(getattr(backend, "batch_size", 16)))
         order = getattr(backend, "batch_order", None)
         if order is not None:  # the backend knows which requests compute best together

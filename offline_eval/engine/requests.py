@@ -41,7 +41,8 @@ class Sampling:
 @dataclass(frozen=True)
 class Request:
     role: ClassVar[str]  # which model serves it: "judge", "verifier" or "embedder"
-    kind: ClassVar[str]  # request type, one backend method per kind
+    kind: ClassVar[str]  # request type (part of the cache key and of the cache's records)
+    backend_method: ClassVar[str]  # the method of the role's backend that answers a batch of these
 
     @cached_property
     def key(self) -> str:
@@ -67,6 +68,7 @@ class Generate(Request):
 
     role: ClassVar[str] = "judge"
     kind: ClassVar[str] = "generate"
+    backend_method: ClassVar[str] = "generate"
     prompt: Messages
     schema: str | None = None
     sampling: Sampling = field(default_factory=Sampling)
@@ -86,6 +88,7 @@ class ScoreOptions(Request):
 
     role: ClassVar[str] = "judge"
     kind: ClassVar[str] = "options"
+    backend_method: ClassVar[str] = "score_options"
     prompt: Messages
     options: tuple[str, ...] = ("Yes", "No")
 
@@ -100,6 +103,7 @@ class Classify(Request):
 
     role: ClassVar[str] = "verifier"
     kind: ClassVar[str] = "classify"
+    backend_method: ClassVar[str] = "classify"
     premise: str
     hypothesis: str
 
@@ -114,6 +118,7 @@ class Embed(Request):
 
     role: ClassVar[str] = "embedder"
     kind: ClassVar[str] = "embed"
+    backend_method: ClassVar[str] = "embed"
     text: str
 
     @property

@@ -340,7 +340,7 @@ def support_matrix(premises: Sequence[str], claims: Sequence[str], language: str
     threshold = settings.support_threshold
     if not premises or not claims:
         return [[] for _ in premises]
-    if settings.verifier == "hhem":
+    if settings.claims_checked_by_classifier:
         probs = yield [Classify(premise=p, hypothesis=c) for p in premises for c in claims]
         it = iter(probs)
         return [[Verdict(float(p), float(p) >= threshold) for p in (next(it) for _ in claims)]
@@ -507,7 +507,7 @@ def support_against_contexts(contexts: Sequence[str], claims: Sequence[str], lan
     an unrelated passage (:data:`UNRELATED_PASSAGE`). With JSON verdicts, or ``context_window = 0``, the
     judge sees all chunks at once, numbered.
     """
-    if settings.verifier == "hhem":
+    if settings.claims_checked_by_classifier:
         windows, candidates = _classifier_windows(contexts, claims, language, settings.windows_per_claim, question)
     elif settings.verdicts == "options" and settings.context_window > 0:
         windows = context_windows(contexts, settings.context_window, language)
@@ -517,7 +517,7 @@ def support_against_contexts(contexts: Sequence[str], claims: Sequence[str], lan
         matrix = yield from support_matrix([number_chunks(contexts)], claims, language, settings, numbered=True,
                                            question=question, framing=framing)
         return matrix if isinstance(matrix, str) else matrix[0]
-    limit = settings.credulity_limit if settings.verifier != "hhem" else 1.0
+    limit = settings.credulity_limit if not settings.claims_checked_by_classifier else 1.0
     # each statement against a passage that has nothing to do with it (one request a statement, sharing
     # one prompt prefix across the dataset), beside its windows
     unrelated, *columns = yield from parallel(

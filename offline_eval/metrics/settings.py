@@ -16,6 +16,7 @@ from typing import Any, Literal, Mapping
 
 from offline_eval.data.schema import Sample
 from offline_eval.options import named_numbers, unit_fraction
+from offline_eval.runtime.registry import backend_spec
 from offline_eval.text import detect_language
 
 
@@ -136,6 +137,12 @@ class EvalSettings:
             lang = lang.lower()
             return "zh" if lang.startswith("zh") or lang in ("chinese", "cn") else "en"
         return detect_language(" ".join(filter(None, (sample.question, sample.answer, sample.ground_truth))))
+
+    @property
+    def claims_checked_by_classifier(self) -> bool:
+        """Whether ``verifier`` checks each claim against its premise with a classifier of its own (one
+        probability per pair, HHEM) rather than by asking the judge (what its declaration says)."""
+        return backend_spec("verifier", self.verifier).classifies_claims
 
     def fingerprint(self) -> dict[str, Any]:
         """Every setting by its field's name (run.json records it; it enters the run's fingerprint)."""

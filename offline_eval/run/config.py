@@ -237,7 +237,7 @@ def build_run(config: RunConfig, *, models: Models | None = None) -> Run:
     if models is None:
         models = configure_models(config.models, {r for m in metrics for r in m.roles})
     profile = models.profile
-    settings = EvalSettings.from_options(verifier="judge" if profile.verifier_is_judge else "hhem",
+    settings = EvalSettings.from_options(verifier=profile.claims_checked_by,
                                          **{k: v for k, v in config.options.items() if k not in own})
     # a run of model-free metrics involves none of the profile's models: it is no starter run
     starter = profile.starter and any(m.roles for m in metrics)

@@ -76,7 +76,8 @@ class ModelSpec:
     """What a replica needs to build its models: picklable, resolved on the node that builds it.
 
     ``overrides`` are :meth:`Profile.with_overrides` keywords (the CLI's ``--judge`` etc.).
-    ``tensor_parallel_size`` > 1 is passed to a vLLM judge (the GPUs of the replica).
+    ``tensor_parallel_size`` > 1 is passed to a judge whose backend takes that option (vLLM: the GPUs of
+    the replica).
     """
 
     profile: str
@@ -108,7 +109,7 @@ class ModelSpec:
         from offline_eval.runtime.profiles import load_profile
 
         profile = load_profile(self.profile, self.models_dir).with_overrides(**self.overrides)
-        if self.tensor_parallel_size > 1 and profile.judge.backend == "vllm":
+        if self.tensor_parallel_size > 1 and profile.judge.declaration.declares("tensor_parallel_size"):
             profile.judge.options["tensor_parallel_size"] = int(self.tensor_parallel_size)
         return profile
 

@@ -13,12 +13,12 @@ from typing import Sequence
 import numpy as np
 
 from offline_eval.engine.requests import Embed
-from offline_eval.runtime.identity import content_fingerprint, model_identity
-from offline_eval.runtime.registry import backend_spec
+from offline_eval.runtime.base import Backend
+from offline_eval.runtime.identity import content_fingerprint
 
 log = logging.getLogger(__name__)
 
-class SentenceTransformerEmbedder:
+class SentenceTransformerEmbedder(Backend):
     """Unit-norm sentence embeddings from a local sentence-transformers folder.
 
     Args:
@@ -39,8 +39,7 @@ class SentenceTransformerEmbedder:
     ) -> None:
         from sentence_transformers import SentenceTransformer
 
-        if batch_size < 1:
-            raise ValueError(f"batch_size must be at least 1, got {batch_size}")
+        self.set_batch_size(batch_size)
         self.path = Path(path).expanduser().resolve()
         if not self.path.is_dir():
             raise FileNotFoundError(f"embedding model folder {self.path} does not exist")
@@ -48,7 +47,6 @@ class SentenceTransformerEmbedder:
             raise FileNotFoundError(
                 f"embedding model folder {self.path} has neither modules.json nor config.json"
             )
-        self.batch_size = int(batch_size)
         self.device = device
         self.model = SentenceTransformer(
             str(self.path), device=device, local_files_only=True, trust_remote_code=False
@@ -57,9 +55,7 @@ class SentenceTransformerEmbedder:
             self.model.max_seq_length = int(max_seq_length)
         self.model.eval()
         self.max_seq_length = self.model.max_seq_length
-        self.identity = model_identity(backend_spec("embedder", "sentence-transformers"),
-                                       {"main": content_fingerprint(self.path)},
-                                       {"max_seq_length": self.max_seq_length})
+        self.identify({"main": content_fingerprint(self.path)}, {"max_seq_length": self.max_seq_length})
 
     @property
     def dimension(self) -> int:

@@ -12,17 +12,16 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from offline_eval.runtime.identity import model_identity
-from offline_eval.runtime.registry import backend_spec
+from offline_eval.runtime.base import Backend
 
 _TOKEN = re.compile(r"[\u4e00-\u9fff]|[A-Za-z0-9]+")
 
 
-class HashingEmbedder:
+class HashingEmbedder(Backend):
     def __init__(self, dim: int = 256, batch_size: int = 64, path: str | None = None, **_: Any) -> None:
         self.dim = dim
-        self.batch_size = batch_size
-        self.identity = model_identity(backend_spec("embedder", "hashing"), {}, {"dim": dim})
+        self.set_batch_size(batch_size)
+        self.identify({}, {"dim": dim})
         self.calls = 0
 
     def vector(self, text: str) -> np.ndarray:

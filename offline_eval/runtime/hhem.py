@@ -32,8 +32,8 @@ import torch
 
 from offline_eval.engine.requests import Classify
 from offline_eval.runtime.batch_invariance import on_boundary
-from offline_eval.runtime.identity import content_fingerprint, model_identity
-from offline_eval.runtime.registry import backend_spec
+from offline_eval.runtime.base import Backend
+from offline_eval.runtime.identity import content_fingerprint
 
 log = logging.getLogger(__name__)
 
@@ -53,14 +53,6 @@ _SENTENCE_END = (".", "!", "?", "\n", "。", "！", "？")
 # carry either name (safetensors drops duplicates of shared tensors).
 _TIED = {
     "transformer.encoder.embed_tokens.weight": "transformer.shared.weight",
-}
-_DTYPES = {
-    "float32": torch.float32,
-    "fp32": torch.float32,
-    "bfloat16": torch.bfloat16,
-    "bf16": torch.bfloat16,
-    "float16": torch.float16,
-    "fp16": torch.float16,
 }
 
 
@@ -86,15 +78,11 @@ def _has_tokenizer(folder: Path) -> bool:
 
 
 def _resolve_dtype(name: str, checkpoint_dtype: torch.dtype) -> torch.dtype:
+    name = Backend.dtype_name(name)
     if name == "auto":
         # T5 activations overflow in float16; a float16 checkpoint runs in float32 unless asked.
         return torch.float32 if checkpoint_dtype == torch.float16 else checkpoint_dtype
-    try:
-        return _DTYPES[name]
-    except KeyError:
-        raise ValueError(
-            f"unknown dtype '{name}' (use auto, float32, bfloat16 or float16)"
-        ) from None
+    return getattr(torch, name)
 
 
 @dataclass(frozen=True)
@@ -104,7 +92,7 @@ class _Window:
     n_tokens: int
 
 
-class HHEMVerifier:
+class HHEMVerifier(Backend):
     """HHEM-2.1-Open premise/hypothesis consistency scorer on transformers' T5 classes.
 
     Args:
@@ -133,16 +121,14 @@ class HHEMVerifier:
         window_overlap: int = 64,
         dtype: str = "auto",
     ) -> None:
-        from transformers import AutoTokenizer, T5Config, T5ForTokenClassification
+        from transformers import T5Config, T5ForTokenClassification
 
-        if batch_size < 1:
-            raise ValueError(f"batch_size must be at least 1, got {batch_size}")
+        self.set_batch_size(batch_size)
         if window_overlap < 0:
             raise ValueError(f"window_overlap must be non-negative, got {window_overlap}")
         self.path = Path(path).expanduser().resolve()
         if not self.path.is_dir():
             raise FileNotFoundError(f"HHEM model folder {self.path} does not exist")
-        self.batch_size = int(batch_size)
         self.max_length = int(max_length) if max_length else DEFAULT_MAX_LENGTH
         self.window_overlap = int(window_overlap)
         if device == "auto":
@@ -177,22 +163,7 @@ class HHEMVerifier:
         else:
             self.prompt = HHEM_PROMPT
 
-        if tokenizer_path or not _has_tokenizer(self.path):
-            tok_dir = foundation if foundation is not None else self.path
-        else:
-            tok_dir = self.path
-        if not _has_tokenizer(tok_dir):
-            raise FileNotFoundError(
-                f"tokenizer folder {tok_dir} has no tokenizer ({' or '.join(TOKENIZER_FILES)}): "
-                f"pass tokenizer_path=<local flan-t5-base folder>"
-            )
-        self.tokenizer = AutoTokenizer.from_pretrained(str(tok_dir), local_files_only=True)
-        self.tokenizer.padding_side = "right"
-        # Inputs are windowed here (see ``windows``); silence the tokenizer's own 512-token warning.
-        self.tokenizer.model_max_length = sys.maxsize
-        if self.tokenizer.pad_token_id is None:
-            raise ValueError(f"tokenizer in {tok_dir} has no pad token")
-        self.tokenizer_path = tok_dir
+        tok_dir = self._load_tokenizer(foundation, tokenizer_path)
 
         state = self._read_state_dict(weight_file)
         ckpt_dtype = next((t.dtype for t in state.values() if t.is_floating_point()), torch.float32)
@@ -211,12 +182,33 @@ class HHEMVerifier:
         folders = {"main": content_fingerprint(self.path)}
         if tok_dir != self.path:
             folders["tokenizer_path"] = content_fingerprint(tok_dir)
-        self.identity = model_identity(
-            backend_spec("verifier", "hhem"), folders,
-            {"max_length": self.max_length, "window_overlap": self.window_overlap, "dtype": dtype_name},
-        )
+        self.identify(folders, {"max_length": self.max_length, "window_overlap": self.window_overlap,
+                                "dtype": dtype_name})
 
     # ----------------------------------------------------------------------------- loading
+    def _load_tokenizer(self, foundation: Path | None, tokenizer_path: str | None) -> Path:
+        """Load the tokenizer (``tokenizer_path``'s, else HHEM's own folder's when it has one, else the
+        foundation's) into ``self.tokenizer``; returns its folder."""
+        from transformers import AutoTokenizer
+
+        if tokenizer_path or not _has_tokenizer(self.path):
+            tok_dir = foundation if foundation is not None else self.path
+        else:
+            tok_dir = self.path
+        if not _has_tokenizer(tok_dir):
+            raise FileNotFoundError(
+                f"tokenizer folder {tok_dir} has no tokenizer ({' or '.join(TOKENIZER_FILES)}): "
+                f"pass tokenizer_path=<local flan-t5-base folder>"
+            )
+        self.tokenizer = AutoTokenizer.from_pretrained(str(tok_dir), local_files_only=True)
+        self.tokenizer.padding_side = "right"
+        # Inputs are windowed here (see ``windows``); silence the tokenizer's own 512-token warning.
+        self.tokenizer.model_max_length = sys.maxsize
+        if self.tokenizer.pad_token_id is None:
+            raise ValueError(f"tokenizer in {tok_dir} has no pad token")
+        self.tokenizer_path = tok_dir
+        return tok_dir
+
     def _foundation_folder(self, hhem_cfg: dict[str, Any], tokenizer_path: str | None) -> Path | None:
         """The local flan-t5-base folder: ``tokenizer_path``, else a subfolder of ``path``, else None."""
         if tokenizer_path:

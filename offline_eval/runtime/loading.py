@@ -13,7 +13,7 @@ from offline_eval.runtime.provision import STARTER_MARKER
 from offline_eval.runtime.profiles import (
     Folder, ModelNotProvisioned, Profile, RoleSpec, backend_kwargs, missing_folder_message,
 )
-from offline_eval.runtime.registry import backend_spec, load_backend
+from offline_eval.runtime.registry import load_backend
 
 
 def role_identity(spec: RoleSpec, *, verify: bool = True) -> str:
@@ -29,7 +29,7 @@ def role_identity(spec: RoleSpec, *, verify: bool = True) -> str:
         label = spec.role if key == "main" else f"{spec.role} {key}"
         fingerprints[key] = (content_fingerprint(folder.path, manifest_hashes(folder), verify=verify, label=label)
                              if folder.path.exists() else folder.path)
-    return model_identity(backend_spec(spec.role, spec.backend), fingerprints, spec.options)
+    return model_identity(spec.declaration, fingerprints, spec.options)
 
 
 def manifest_hashes(folder: Folder) -> dict[str, str]:
@@ -60,8 +60,8 @@ def model_set_from_profile(profile: Profile, *, device: str | None, batch_size: 
         if spec.role == "verifier" and profile.verifier_is_judge:
             continue
         size = batch_size
-        if spec.role == "judge":
-            size = judge_batch_size if judge_batch_size else (None if spec.backend == "vllm" else batch_size)
+        if spec.role == "judge":  # a judge that batches continuously takes whole stages unless told
+            size = judge_batch_size or (None if spec.declaration.sizes_own_batches else batch_size)
         kwargs = backend_kwargs(spec, device, size)
         if spec.path is not None:  # file-backed backends (a scripted judge) take their path too
             kwargs.setdefault("path", str(spec.path))

@@ -37,8 +37,7 @@ from typing import Any, Callable, TypeVar
 
 from offline_eval.engine.requests import Generate, ScoreOptions
 from offline_eval.runtime import chat
-from offline_eval.runtime.identity import model_identity
-from offline_eval.runtime.registry import backend_spec
+from offline_eval.runtime.base import Backend
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -50,7 +49,7 @@ class OpenAIServerError(RuntimeError):
     """The server answered with an error, or could not be reached after the retries."""
 
 
-class OpenAIJudge:
+class OpenAIJudge(Backend):
     """Judge backend on an OpenAI-compatible ``/chat/completions`` endpoint (see module docstring)."""
 
     def __init__(
@@ -67,23 +66,20 @@ class OpenAIJudge:
     ) -> None:
         if max_concurrency < 1:
             raise ValueError(f"max_concurrency must be >= 1, got {max_concurrency}")
-        if batch_size < 1:
-            raise ValueError(f"batch_size must be >= 1, got {batch_size}")
+        self.set_batch_size(batch_size)
         base = base_url.rstrip("/")
         if base.endswith("/chat/completions"):
             base = base[: -len("/chat/completions")]
         self.base_url = base
         self.url = base + "/chat/completions"
         self.model = model
-        self.batch_size = int(batch_size)
         self.max_concurrency = int(max_concurrency)
         self.api_key = api_key
         self.timeout = float(timeout)
         self.max_retries = int(max_retries)
         self.retry_backoff = float(retry_backoff)
         self.top_logprobs = int(top_logprobs)
-        self.identity = model_identity(backend_spec("judge", "openai"), {},
-                                       {"base_url": self.base_url, "model": model})
+        self.identify({}, {"base_url": self.base_url, "model": model})
 
     # ------------------------------------------------------------------------------------------
     # HTTP

@@ -25,6 +25,7 @@ Nothing here imports torch or transformers: backends are created lazily by
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import importlib.util
 import os
@@ -34,7 +35,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from offline_eval.runtime.registry import JUDGE_VERIFIES, backend_names, backend_spec
+from offline_eval.runtime.registry import JUDGE_VERIFIES, BackendSpec, backend_names, backend_spec
 
 ROLES: tuple[str, ...] = ("judge", "verifier", "embedder")
 BUILTIN_PROFILES: tuple[str, ...] = ("gpu", "cpu", "starter")
@@ -42,10 +43,6 @@ DEFAULT_PROFILE = "starter"
 MODELS_ENV = "OFFLINE_EVAL_MODELS"
 DEFAULT_MODELS_DIR = Path("~/.cache/offline-eval/models")
 PACKAGE_PREFIX = "pkg:"
-# Default folder of HHEM-2.1-Open and of its flan-t5-base tokenizer/config under the models root, used
-# when ``--verifier hhem`` is asked of a profile that has no HHEM (the starter profile).
-DEFAULT_HHEM_DIR = "hhem-2.1-open"
-DEFAULT_HHEM_TOKENIZER_DIR = "flan-t5-base"
 
 
 class ProfileError(ValueError):
@@ -93,9 +90,14 @@ class RoleSpec:
     source: str | None = None
 
     @property
+    def declaration(self) -> BackendSpec:
+        """The registry's declaration of this role's backend: what it needs and how it is served."""
+        return backend_spec(self.role, self.backend)
+
+    @property
     def needs_folder(self) -> bool:
         """Whether this backend reads its weights from local folders."""
-        return backend_spec(self.role, self.backend).needs_folder
+        return self.declaration.needs_folder
 
     def folders(self) -> dict[str, Folder]:
         """The role's folders: ``"main"`` (when it has one) then each extra folder by key."""
@@ -149,6 +151,12 @@ class Profile:
         """True when claims are verified by the judge itself (no separate verifier model)."""
         return self.verifier.backend == JUDGE_VERIFIES
 
+    @property
+    def claims_checked_by(self) -> str:
+        """Who checks claims against contexts, as a run's settings record it: the verifier backend's
+        name (a test double's is the backend it stands in for)."""
+        return self.verifier.declaration.recorded_name
+
     def provision_hint(self, spec: RoleSpec | None = None, folder: Folder | None = None) -> str:
         """The command that provisions a role's folder (or the whole profile)."""
         for candidate in (folder.provision if folder else None, spec.provision if spec else None):
@@ -179,59 +187,10 @@ class Profile:
         directory. An overridden folder drops the manifest's pull source and hashes (another model).
         Replacing the starter profile's judge clears ``starter``: the tiny judge was the reason.
         """
-        judge = _copy_spec(self.judge)
-        verifier_spec = _copy_spec(self.verifier)
-        embedder = _copy_spec(self.embedder)
-        starter = self.starter
-
-        if judge_backend is not None:
-            _check_backend("judge", judge_backend, where="--judge-backend")
-            if judge_backend != judge.backend:
-                allowed = backend_spec("judge", judge_backend).options
-                if allowed is not None:
-                    judge.options = {k: v for k, v in judge.options.items() if k in allowed}
-                judge.backend = judge_backend
-        if judge_path is not None:
-            text = os.fspath(judge_path)
-            if judge.backend == "openai" and "://" in text:
-                judge.options["base_url"] = text
-                _set_folder(judge, None)
-            else:
-                _set_folder(judge, _user_path(text))
-            starter = False
-        if judge_model is not None:
-            judge.options["model"] = judge_model
-        if judge.backend == "openai" and judge_path is None and judge_backend is not None:
-            _set_folder(judge, None)
-        if judge.needs_folder and judge.path is None:
-            raise ProfileError(f"the {judge.backend} judge needs a model folder: pass --judge PATH")
-
-        if verifier is not None:
-            _check_backend("verifier", verifier, where="--verifier")
-            if verifier != verifier_spec.backend:
-                root = self.models_dir or default_models_dir()
-                if verifier == JUDGE_VERIFIES:
-                    verifier_spec = RoleSpec(role="verifier", backend=JUDGE_VERIFIES, path=None)
-                else:
-                    verifier_spec = RoleSpec(
-                        role="verifier",
-                        backend=verifier,
-                        path=root / DEFAULT_HHEM_DIR,
-                        options={"max_length": 2048},
-                        repo="vectara/hallucination_evaluation_model",
-                        revision="main",
-                        extra_paths={"tokenizer_path": root / DEFAULT_HHEM_TOKENIZER_DIR},
-                        extra_sources={
-                            "tokenizer_path": Folder(
-                                path=root / DEFAULT_HHEM_TOKENIZER_DIR,
-                                repo="google/flan-t5-base",
-                                revision="main",
-                            )
-                        },
-                        source=DEFAULT_HHEM_DIR,
-                    )
+        judge, own_judge = self._judge_with(judge_path, judge_backend, judge_model)
+        verifier_spec = self._verifier_with(verifier)
         if hhem_path is not None or hhem_tokenizer_path is not None:
-            if verifier_spec.backend != "hhem":
+            if not verifier_spec.needs_folder:
                 raise ProfileError("--hhem/--hhem-tokenizer need the hhem verifier: add --verifier hhem")
             if hhem_path is not None:
                 _set_folder(verifier_spec, _user_path(os.fspath(hhem_path)))
@@ -240,12 +199,56 @@ class Profile:
                 verifier_spec.extra_paths["tokenizer_path"] = path
                 verifier_spec.extra_sources["tokenizer_path"] = Folder(path=path, source=str(path))
 
+        embedder = _copy_spec(self.embedder)
         if embedder_path is not None:
             _set_folder(embedder, _user_path(os.fspath(embedder_path)))
 
         return dataclasses.replace(
-            self, starter=starter, judge=judge, verifier=verifier_spec, embedder=embedder
+            self, starter=self.starter and own_judge, judge=judge, verifier=verifier_spec, embedder=embedder
         )
+
+    def _judge_with(self, path: str | os.PathLike[str] | None, backend: str | None,
+                    model: str | None) -> tuple[RoleSpec, bool]:
+        """The judge after ``--judge-backend``, ``--judge`` and ``--judge-model``, and whether it is still
+        the profile's own judge (a starter profile stays one only then). A judge served over HTTP takes
+        its server's URL for ``--judge`` and has no folder."""
+        judge = _copy_spec(self.judge)
+        if backend is not None:
+            _check_backend("judge", backend, where="--judge-backend")
+            if backend != judge.backend:
+                allowed = backend_spec("judge", backend).options
+                if allowed is not None:
+                    judge.options = {k: v for k, v in judge.options.items() if k in allowed}
+                judge.backend = backend
+        url_option = judge.declaration.url_option
+        if path is not None:
+            text = os.fspath(path)
+            if url_option and "://" in text:
+                judge.options[url_option] = text
+                _set_folder(judge, None)
+            else:
+                _set_folder(judge, _user_path(text))
+        if model is not None:
+            judge.options["model"] = model
+        if url_option and path is None and backend is not None:
+            _set_folder(judge, None)
+        if judge.needs_folder and judge.path is None:
+            raise ProfileError(f"the {judge.backend} judge needs a model folder: pass --judge PATH")
+        return judge, path is None
+
+    def _verifier_with(self, verifier: str | None) -> RoleSpec:
+        """The verifier ``--verifier`` asks for: the profile's own when it has that backend, else the
+        backend's default setup (:attr:`BackendSpec.default_setup`) under the models root."""
+        if verifier is None:
+            return _copy_spec(self.verifier)
+        _check_backend("verifier", verifier, where="--verifier")
+        if verifier == self.verifier.backend:
+            return _copy_spec(self.verifier)
+        setup = backend_spec("verifier", verifier).default_setup
+        if setup is None:
+            raise ProfileError(f"--verifier: the {verifier} verifier has no default model; name it in a manifest")
+        table = {"backend": verifier, **copy.deepcopy(dict(setup))}
+        return _role_from_table("verifier", table, self.models_dir or default_models_dir(), "--verifier")
 
 
 # --------------------------------------------------------------------------------------------------
@@ -455,8 +458,9 @@ def _role_from_table(role: str, table: dict[str, Any], root: Path, where: str) -
     )
     if spec.needs_folder and spec.path is None:
         raise ProfileError(f"{where}: backend {backend} needs a path")
-    if backend == "openai" and "base_url" not in options:
-        raise ProfileError(f"{where}: the openai judge needs options.base_url")
+    url_option = spec.declaration.url_option
+    if url_option and url_option not in options:
+        raise ProfileError(f"{where}: the {backend} {role} needs options.{url_option}")
     return spec
 
 
@@ -502,7 +506,7 @@ def backend_kwargs(spec: RoleSpec, device: str | None, batch_size: int | None) -
         raise ValueError(f"the {spec.role} backend {spec.backend} needs a model folder")
     if spec.path is not None:  # file-backed test doubles (a scripted judge's script) take it too
         kwargs["path"] = str(spec.path)
-    if spec.backend != "openai" and device is not None:
+    if spec.declaration.takes_device and device is not None:
         kwargs["device"] = device
     if size is not None:
         kwargs["batch_size"] = int(size)

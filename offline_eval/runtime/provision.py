@@ -70,10 +70,9 @@ TOKENIZER_FILES = (
 
 
 def _kinds_needed(spec: RoleSpec, key: str) -> tuple[str, ...]:
-    """Which kinds of file a folder must hold: config, weights, tokenizer."""
-    if spec.role == "verifier" and spec.backend == "hhem":
-        return ("config", "weights") if key == "main" else ("config", "tokenizer")
-    return ("config", "weights", "tokenizer")
+    """Which kinds of file a folder must hold (config, weights, tokenizer), as the backend declares."""
+    declaration = spec.declaration
+    return declaration.main_folder_kinds if key == "main" else declaration.extra_folder_kinds
 
 
 def _find_kind(kind: str, names: list[str]) -> str | None:
@@ -203,10 +202,11 @@ def check_profile(profile: Profile, verify_hashes: bool = True) -> list[RoleStat
     out: list[RoleStatus] = []
     for spec in profile.roles():
         if not spec.needs_folder:
+            url_option = spec.declaration.url_option
             if spec.backend == JUDGE_VERIFIES:
                 note = "no model: the judge verifies claims"
-            elif spec.backend == "openai":
-                note = f"remote server {spec.options.get('base_url', '?')} (not checked)"
+            elif url_option:
+                note = f"remote server {spec.options.get(url_option, '?')} (not checked)"
             else:
                 note = f"{spec.backend}: nothing to check"
             out.append(RoleStatus(role=spec.role, backend=spec.backend, local=False, note=note))

@@ -1,18 +1,26 @@
 """Every backend declared once: its role, name, class, extra, manifest options, whether it reads a local
-folder and the revision of its outputs. A backend's module is imported only when that backend is asked
-for, with a clear message when the extra that provides its dependency is missing.
+folder and the revision of its outputs, and the facts the rest of the package asks about it (does it
+check claims with a classifier, is it served over HTTP, does it size its own batches, does it take a
+device, which files its folders hold). Code outside a backend's own module asks its declaration, never
+compares its name. A backend's module is imported only when that backend is asked for, with a clear
+message when the extra that provides its dependency is missing.
 """
 
 from __future__ import annotations
 
 import importlib
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import Any
 
 from offline_eval.runtime.base import BackendUnavailable
 
 # The verifier backend that means "no separate model: the judge verifies claims itself".
 JUDGE_VERIFIES = "judge"
+
+# What a model folder holds by default: a config, weights and a tokenizer.
+FULL_FOLDER: tuple[str, ...] = ("config", "weights", "tokenizer")
 
 
 @dataclass(frozen=True)
@@ -26,6 +34,24 @@ class BackendSpec:
     a different answer, so cached answers of the old code are not reused. ``neutral_options`` change how
     the model runs, never what it answers, so they stay out of its cache identity. ``module`` None:
     there is nothing to build (:data:`JUDGE_VERIFIES`).
+
+    What the rest of the package asks of a backend:
+
+    * ``classifies_claims``: a verifier that scores each claim against its premise with a classifier
+      of its own (one probability per pair), rather than the judge answering a prompt.
+    * ``url_option``: it is served over HTTP; this option holds the server's address, and ``--judge``
+      given a URL sets it instead of a model folder.
+    * ``sizes_own_batches``: it batches continuously itself and wants a whole stage per call, so the
+      run's ``--batch-size`` is not passed to it (an explicit judge batch size still is).
+    * ``takes_device``: its constructor takes ``device`` (a remote server has none).
+    * ``main_folder_kinds`` / ``extra_folder_kinds``: which kinds of file (config, weights, tokenizer)
+      its main folder and each of its extra folders must hold, checked by ``models check``.
+    * ``default_setup``: the manifest table (paths relative to the models root) that sets this backend
+      up when the command line asks for it on a profile that has none (``--verifier hhem`` on the
+      starter profile); None: it cannot be asked for that way.
+    * ``test_double``: it stands in for a model in tests and dry runs; it is not offered as a choice
+      on the command line. ``stands_in_for``: the backend whose name a run's settings record when this
+      double takes its place, so a run with the double is set up as a run with the real model.
     """
 
     role: str
@@ -37,6 +63,25 @@ class BackendSpec:
     needs_folder: bool = False
     revision: int = 1
     neutral_options: frozenset[str] = frozenset({"batch_size"})
+    classifies_claims: bool = False
+    url_option: str | None = None
+    sizes_own_batches: bool = False
+    takes_device: bool = True
+    main_folder_kinds: tuple[str, ...] = FULL_FOLDER
+    extra_folder_kinds: tuple[str, ...] = FULL_FOLDER
+    default_setup: Mapping[str, Any] | None = field(default=None, compare=False)
+    test_double: bool = False
+    stands_in_for: str | None = None
+
+    def declares(self, option: str) -> bool:
+        """Whether ``option`` is one of this backend's own options (a test double, which accepts any
+        option, declares none)."""
+        return self.options is not None and option in self.options
+
+    @property
+    def recorded_name(self) -> str:
+        """The name a run's settings record for this backend: a test double's is the real backend's."""
+        return self.stands_in_for or self.name
 
 
 # A test double stands in for any backend, so it takes any backend's options; those that change no real
@@ -44,9 +89,17 @@ class BackendSpec:
 _STAND_IN_NEUTRAL = frozenset({"batch_size", "device", "gpu_memory_utilization", "tensor_parallel_size",
                                "max_concurrency", "timeout", "api_key"})
 
+# HHEM-2.1-Open and the flan-t5-base tokenizer and config it is built with, under the models root.
+_HHEM_SETUP = MappingProxyType({
+    "path": "hhem-2.1-open", "repo": "vectara/hallucination_evaluation_model", "revision": "main",
+    "options": {"max_length": 2048},
+    "extra": {"tokenizer_path": {"path": "flan-t5-base", "repo": "google/flan-t5-base", "revision": "main"}},
+})
+
 DECLARED_BACKENDS: tuple[BackendSpec, ...] = (
     BackendSpec(
         "judge", "vllm", "offline_eval.runtime.vllm_judge", "VLLMJudge", extra="vllm", needs_folder=True,
+        sizes_own_batches=True,
         options=frozenset({"tensor_parallel_size", "gpu_memory_utilization", "max_model_len", "dtype", "seed",
                            "top_logprobs", "batch_size", "batch_invariant"}),
         neutral_options=frozenset({"batch_size", "gpu_memory_utilization", "tensor_parallel_size"}),
@@ -66,29 +119,34 @@ DECLARED_BACKENDS: tuple[BackendSpec, ...] = (
         options=frozenset({"base_url", "model", "max_concurrency", "api_key", "timeout", "max_retries",
                            "retry_backoff", "top_logprobs", "batch_size"}),
         neutral_options=frozenset({"batch_size", "max_concurrency", "timeout", "api_key"}),
+        url_option="base_url", takes_device=False,
         revision=2,  # 2: the common chat templates' special tokens spelled in the data defused (issue #33)
     ),
     BackendSpec("judge", "scripted", "offline_eval.runtime.scripted", "ScriptedJudge",
-                neutral_options=_STAND_IN_NEUTRAL),
+                neutral_options=_STAND_IN_NEUTRAL, test_double=True),
     BackendSpec(
         "verifier", "hhem", "offline_eval.runtime.hhem", "HHEMVerifier", needs_folder=True,
-        options=frozenset({"max_length", "window_overlap", "dtype", "batch_size"}),
+        options=frozenset({"max_length", "window_overlap", "dtype", "batch_size"}), classifies_claims=True,
+        # HHEM's own folder holds its weights and config; its T5 config and tokenizer come from flan-t5-base
+        main_folder_kinds=("config", "weights"), extra_folder_kinds=("config", "tokenizer"),
+        default_setup=_HHEM_SETUP,
     ),
     BackendSpec("verifier", "scripted", "offline_eval.runtime.scripted", "ScriptedVerifier",
-                neutral_options=_STAND_IN_NEUTRAL),
-    BackendSpec("verifier", JUDGE_VERIFIES, None, None, options=frozenset()),
+                neutral_options=_STAND_IN_NEUTRAL, classifies_claims=True, test_double=True, stands_in_for="hhem"),
+    BackendSpec("verifier", JUDGE_VERIFIES, None, None, options=frozenset(), default_setup=MappingProxyType({})),
     BackendSpec(
         "embedder", "sentence-transformers", "offline_eval.runtime.embedder", "SentenceTransformerEmbedder",
         needs_folder=True, options=frozenset({"max_seq_length", "batch_size"}),
     ),
     BackendSpec("embedder", "hashing", "offline_eval.runtime.hashing_embedder", "HashingEmbedder",
-                neutral_options=_STAND_IN_NEUTRAL),
+                neutral_options=_STAND_IN_NEUTRAL, test_double=True),
 )
 
 
-def backend_names(role: str) -> list[str]:
-    """The backend names a manifest or ``--judge-backend`` may use for ``role``, in declaration order."""
-    return [spec.name for spec in DECLARED_BACKENDS if spec.role == role]
+def backend_names(role: str, *, test_doubles: bool = True) -> list[str]:
+    """The backend names a manifest or ``--judge-backend`` may use for ``role``, in declaration order;
+    without ``test_doubles``, those a user chooses among (``--verifier``)."""
+    return [spec.name for spec in DECLARED_BACKENDS if spec.role == role and (test_doubles or not spec.test_double)]
 
 
 def backend_spec(role: str, name: str) -> BackendSpec:
@@ -98,6 +156,17 @@ def backend_spec(role: str, name: str) -> BackendSpec:
             return spec
     known = ", ".join(sorted(backend_names(role)))
     raise ValueError(f"unknown {role} backend '{name}' (known: {known})")
+
+
+def declaration_of(backend_class: type) -> BackendSpec:
+    """The declaration of a backend class (or of the declared class it derives from, such as a test's
+    counting subclass of a scripted verifier): a backend learns its role and name here, from the one
+    place that declares them."""
+    for klass in backend_class.__mro__:
+        for spec in DECLARED_BACKENDS:
+            if spec.module == klass.__module__ and spec.class_name == klass.__qualname__:
+                return spec
+    raise LookupError(f"{backend_class.__qualname__} is not a declared backend (see DECLARED_BACKENDS)")
 
 
 def backend_class(role: str, name: str) -> type:

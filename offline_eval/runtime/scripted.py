@@ -19,15 +19,15 @@ from pathlib import Path
 from typing import Any, Callable, Sequence
 
 from offline_eval.engine.requests import Generate, Messages, ScoreOptions
-from offline_eval.runtime.identity import content_fingerprint, model_identity
-from offline_eval.runtime.registry import backend_spec
+from offline_eval.runtime.base import Backend
+from offline_eval.runtime.identity import content_fingerprint
 
 
 def render_prompt(prompt: Messages) -> str:
     return "\n".join(f"{role}: {content}" for role, content in prompt)
 
 
-class ScriptedJudge:
+class ScriptedJudge(Backend):
     def __init__(self, path: str | Path | None = None, *, script: dict[str, Any] | None = None,
                  batch_size: int = 8, device: str | None = None, keep_prompts: bool = True,
                  **_: Any) -> None:
@@ -41,8 +41,8 @@ class ScriptedJudge:
         self.option_rules: list[dict[str, Any]] = list(script.get("options", []))
         self.default_response: str | Callable[[str], str] = script.get("default_response", "{}")
         self.default_probs: dict[str, float] | None = script.get("default_probs")
-        self.batch_size = batch_size
-        self.identity = model_identity(backend_spec("judge", "scripted"), {"main": content}, {})
+        self.set_batch_size(batch_size)
+        self.identify({"main": content}, {})
         self.calls: Counter[str] = Counter()  # backend calls per kind
         self.batch_sizes: list[tuple[str, int]] = []
         self.prompts_seen: list[str] = []  # for tests; keep_prompts=False for long runs (benchmarks)
@@ -90,15 +90,15 @@ class ScriptedJudge:
         return out
 
 
-class ScriptedVerifier:
+class ScriptedVerifier(Backend):
     """A premise/hypothesis classifier from a script: P = the first rule whose substrings match."""
 
     def __init__(self, rules: list[dict[str, Any]] | None = None, default: float = 0.0,
                  batch_size: int = 8, **_: Any) -> None:
         self.rules = rules or []  # {"premise": substr, "hypothesis": substr, "probability": p}
         self.default = default
-        self.batch_size = batch_size
-        self.identity = model_identity(backend_spec("verifier", "scripted"), {}, {})
+        self.set_batch_size(batch_size)
+        self.identify({}, {})
         self.calls: Counter[str] = Counter()
 
     def classify(self, requests: Sequence[Any]) -> list[float]:

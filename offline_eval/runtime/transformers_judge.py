@@ -58,21 +58,8 @@ from typing import Any, NamedTuple
 from offline_eval.engine.requests import Generate, ScoreOptions
 from offline_eval.runtime import chat
 from offline_eval.runtime.batch_invariance import on_boundary, use_batch_invariant_kernels
-from offline_eval.runtime.base import BackendUnavailable
-from offline_eval.runtime.identity import content_fingerprint, model_identity
-from offline_eval.runtime.registry import backend_spec
-
-
-_DTYPES = {
-    "float32": "float32",
-    "fp32": "float32",
-    "float": "float32",
-    "bfloat16": "bfloat16",
-    "bf16": "bfloat16",
-    "float16": "float16",
-    "fp16": "float16",
-    "half": "float16",
-}
+from offline_eval.runtime.base import Backend, BackendUnavailable
+from offline_eval.runtime.identity import content_fingerprint
 
 
 # Below this many common tokens a shared-prefix pass costs more (an extra forward call, a cache
@@ -212,7 +199,7 @@ class _Row:
     stop_at_json_end: bool = False  # a schema request ends when its JSON value closes
 
 
-class TransformersJudge:
+class TransformersJudge(Backend):
     """Judge backend on a local Hugging Face causal LM (see the module docstring)."""
 
     def __init__(
@@ -233,8 +220,7 @@ class TransformersJudge:
         from offline_eval.offline import enforce_offline
 
         enforce_offline()
-        if batch_size < 1:
-            raise ValueError(f"batch_size must be >= 1, got {batch_size}")
+        self.set_batch_size(batch_size)
         source = Path(path).expanduser()
         if not source.exists():
             raise FileNotFoundError(f"judge model not found: {source} (a local folder or .gguf file)")
@@ -280,7 +266,6 @@ class TransformersJudge:
         self.max_model_len: int | None = max_model_len or getattr(
             text_config, "max_position_embeddings", None
         )
-        self.batch_size = int(batch_size)
         self.max_new_tokens = max_new_tokens
         self.share_prefixes = share_prefixes
         self._ragged = _cache_is_plain(self.model.config)
@@ -290,26 +275,23 @@ class TransformersJudge:
             pad = min(self.eos_ids) if self.eos_ids else 0
         self.pad_id = int(pad)
         dtype_name = str(self.model.dtype).removeprefix("torch.")
-        self.identity = model_identity(backend_spec("judge", "transformers"),
-                                       {"main": content_fingerprint(source)}, {"dtype": dtype_name})
+        self.identify({"main": content_fingerprint(source)}, {"dtype": dtype_name})
         self._option_cache: dict[tuple[str, ...], dict[str, tuple[int, ...]]] = {}
 
     # ------------------------------------------------------------------------------------------
     # setup helpers
 
-    @staticmethod
-    def _resolve_dtype(dtype: str, device: Any) -> Any:
+    @classmethod
+    def _resolve_dtype(cls, dtype: str, device: Any) -> Any:
         """"auto" is float32 on CPU (fast and exact there) and the checkpoint's own dtype on a GPU."""
         import torch
 
         if not isinstance(dtype, str):
             return dtype
-        key = dtype.lower()
-        if key == "auto":
+        name = cls.dtype_name(dtype)
+        if name == "auto":
             return torch.float32 if device.type == "cpu" else "auto"
-        if key not in _DTYPES:
-            raise ValueError(f"unknown dtype {dtype!r} (auto, float32, bfloat16, float16)")
-        return getattr(torch, _DTYPES[key])
+        return getattr(torch, name)
 
     def _eos_ids(self) -> set[int]:
         ids: set[int] = set()

@@ -42,9 +42,8 @@ from typing import Any
 
 from offline_eval.engine.requests import Generate, Sampling, ScoreOptions
 from offline_eval.runtime import chat
-from offline_eval.runtime.base import BackendUnavailable
-from offline_eval.runtime.identity import content_fingerprint, model_identity
-from offline_eval.runtime.registry import backend_spec
+from offline_eval.runtime.base import Backend, BackendUnavailable
+from offline_eval.runtime.identity import content_fingerprint
 
 INSTALL_HINT = "pip install 'offline-eval[vllm]'"
 
@@ -152,7 +151,7 @@ def _env(name: str, value: str | None) -> Iterator[None]:
 # backend
 
 
-class VLLMJudge:
+class VLLMJudge(Backend):
     """Judge backend on an in-process ``vllm.LLM`` (see the module docstring)."""
 
     def __init__(
@@ -168,6 +167,7 @@ class VLLMJudge:
         top_logprobs: int = 20,
         batch_invariant: bool = True,
     ) -> None:
+        self.set_batch_size(batch_size)
         if batch_invariant:
             os.environ.setdefault("VLLM_BATCH_INVARIANT", "1")  # read by vLLM when it is imported
         try:
@@ -217,10 +217,8 @@ class VLLMJudge:
         with _env("CUDA_VISIBLE_DEVICES", pin):
             self.llm = vllm.LLM(**engine_args)
         self.max_model_len = max_model_len or self._engine_max_len()
-        self.batch_size = int(batch_size)
         self.batch_invariant = os.environ.get("VLLM_BATCH_INVARIANT", "0") not in ("", "0")
-        self.identity = model_identity(backend_spec("judge", "vllm"), {"main": content_fingerprint(source)},
-                                       {"dtype": dtype, "batch_invariant": self.batch_invariant})
+        self.identify({"main": content_fingerprint(source)}, {"dtype": dtype, "batch_invariant": self.batch_invariant})
         self._option_cache: dict[tuple[str, ...], dict[str, tuple[int, ...]]] = {}
 
     def _engine_max_len(self) -> int | None:
