@@ -17,8 +17,10 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Protocol
 
+from offline_eval import reasons
 from offline_eval.engine.cache import ResultCache, cache_key
 from offline_eval.engine.requests import Request, to_jsonable
+from offline_eval.reasons import Unscorable
 
 log = logging.getLogger(__name__)
 
@@ -32,13 +34,15 @@ class RequestFailed:
 
 @dataclass(frozen=True)
 class TaskFailed:
-    """What a task that could not finish returns by default: a request of it was rejected
-    (``request_failed``), it raised (``error:<exception type>``, with a short ``traceback``) or it
-    returned nothing (``error:no_result``). ``metrics.base.as_score`` makes it an unscored Score."""
+    """What a task that could not finish returns by default: it raised :class:`Unscorable` (its reason,
+    explanation and metadata), a request of it was rejected (``request_failed``), it raised anything
+    else (``error:<exception type>``, with a short ``traceback``: a bug, not a verdict) or it returned
+    nothing (``error:no_result``). ``metrics.base.as_score`` makes it an unscored Score."""
 
     reason: str
     message: str
     traceback: str | None = None
+    metadata: dict[str, Any] = field(default_factory=dict)
 
 
 class ModelProvider(Protocol):
@@ -112,7 +116,7 @@ class Engine:
                 failed = next((a for a in answers if isinstance(a, RequestFailed)), None)
                 if failed is not None:
                     task.generator.close()
-                    task.result, task.pending = TaskFailed("request_failed", failed.message), None
+                    task.result, task.pending = TaskFailed(reasons.REQUEST_FAILED, failed.message), None
                 else:
                     self._advance(task, answers[0] if task.single else answers)
                 if task.result is None:
@@ -131,11 +135,15 @@ class Engine:
         except StopIteration as stop:
             task.result, task.pending = stop.value, None
             if task.result is None:
-                task.result = TaskFailed("error:no_result", "the task returned nothing")
+                task.result = TaskFailed(reasons.NO_RESULT, "the task returned nothing")
+            return
+        except Unscorable as failure:  # the task's own verdict: it cannot be scored, and why
+            task.result = TaskFailed(failure.reason, failure.explanation, metadata=failure.metadata)
+            task.pending = None
             return
         except Exception as exc:  # a bug or bad row must not take the whole run down
             log.warning("task %s failed: %s", task.key, exc)
-            task.result = TaskFailed(f"error:{type(exc).__name__}", str(exc), traceback.format_exc(limit=4))
+            task.result = TaskFailed(reasons.raised(exc), str(exc), traceback.format_exc(limit=4))
             task.pending = None
             return
         if isinstance(yielded, Request):

@@ -11,6 +11,11 @@ whose requests are gathered across the whole dataset, deduplicated and executed 
         return Score(value=..., metadata={...})
 
 A metric that needs no model may return its Score without yielding (see :func:`start`).
+
+A step that cannot give its value (the judge's answer unreadable, nothing to check) raises
+:class:`offline_eval.reasons.Unscorable`; the sample is then unscored with the step's reason,
+explanation and metadata (:func:`as_score`), so a metric is written as its successful path. Every
+reason is named in :mod:`offline_eval.reasons`.
 """
 
 from __future__ import annotations
@@ -23,6 +28,7 @@ import typing
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Generator
 
+from offline_eval import reasons
 from offline_eval.data.schema import Sample
 from offline_eval.engine.executor import TaskFailed
 
@@ -31,8 +37,8 @@ from offline_eval.engine.executor import TaskFailed
 class Score:
     """A metric's verdict on one sample.
 
-    ``value`` is None exactly when the sample is *unscored*; ``reason`` then says why
-    (``missing_field:answer``, ``no_claims``, ``judge_unparseable``, ...). Never NaN.
+    ``value`` is None exactly when the sample is *unscored*; ``reason`` then says why, one of
+    :mod:`offline_eval.reasons` (``missing_field:answer``, ``no_claims``, ...). Never NaN.
     """
 
     value: float | None
@@ -80,7 +86,7 @@ def missing_fields(sample: Sample, fields: tuple[str, ...]) -> Score | None:
     """The unscored Score (``missing_field:<first>``) when ``sample`` lacks any of ``fields``, else None."""
     absent = sample.missing(fields)
     if absent:
-        return Score.unscored(f"missing_field:{absent[0]}", f"the sample has no {', '.join(absent)}")
+        return Score.unscored(reasons.missing_field(absent[0]), f"the sample has no {', '.join(absent)}")
     return None
 
 
@@ -88,10 +94,15 @@ def start(metric: "Metric", sample: Sample, ctx: Any) -> ScoreGenerator:
     """What the engine drives for one (sample, metric), always a generator: the unscored Score
     (``missing_field:<first>``) when the sample lacks a field of ``metric.requires`` (checked here,
     once, for every metric), else the metric's own ``score``. A metric that needs no model may return
-    its Score without yielding; it is wrapped here, so the engine sees one kind of task."""
+    its Score without yielding; it is called from a task here, on the engine's first step, so the
+    engine sees one kind of task and whatever that metric raises (an Unscorable above all) reaches it
+    as it would from a generator."""
     missing = missing_fields(sample, metric.requires)
-    produced = metric.score(sample, ctx) if missing is None else missing
-    return produced if inspect.isgenerator(produced) else returns(produced)
+    if missing is not None:
+        return returns(missing)
+    if inspect.isgeneratorfunction(metric.score):
+        return metric.score(sample, ctx)
+    return called(metric.score, sample, ctx)
 
 
 def returns(value: Any) -> Generator[Any, Any, Any]:
@@ -100,15 +111,26 @@ def returns(value: Any) -> Generator[Any, Any, Any]:
     yield  # pragma: no cover  (makes this a generator)
 
 
+def called(function: Any, *args: Any) -> Generator[Any, Any, Any]:
+    """A task that calls ``function(*args)`` when first advanced and finishes with its result (a
+    generator it returns is driven to its end)."""
+    produced = function(*args)
+    if inspect.isgenerator(produced):
+        produced = yield from produced
+    return produced
+
+
 def as_score(result: Any) -> Score:
-    """A finished task's result as a Score: the engine's TaskFailed (a rejected request, an exception,
-    nothing returned) becomes unscored with its reason; anything else that is not a Score is a bug."""
+    """A finished task's result as a Score. The engine's TaskFailed becomes unscored with its reason,
+    explanation and metadata: that of an :class:`~offline_eval.reasons.Unscorable` a step raised, or a
+    rejected request's, or an exception's with its traceback. Anything else that is not a Score is a
+    bug. The one place where a failure becomes an unscored Score."""
     if isinstance(result, Score):
         return result
     if isinstance(result, TaskFailed):
         details = {"traceback": result.traceback} if result.traceback else {}
-        return Score.unscored(result.reason, result.message, **details)
-    return Score.unscored("error:no_score", f"the metric returned {type(result).__name__}")
+        return Score.unscored(result.reason, result.message, **{**result.metadata, **details})
+    return Score.unscored(reasons.NO_SCORE, f"the metric returned {type(result).__name__}")
 
 
 @dataclass(frozen=True)

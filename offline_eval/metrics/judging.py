@@ -1,8 +1,9 @@
 """Reusable steps of judge-based metrics, written as sub-generators (use with ``yield from``).
 
 Each step yields every request it needs at once, so the engine batches it across the dataset, and
-returns parsed values, or None with a reason. Nothing here guesses: an answer that cannot be read
-after one repair retry is reported as such.
+returns parsed values only. Nothing here guesses: an answer that cannot be read after one repair retry
+raises :class:`UnreadableAnswer` (an :class:`~offline_eval.reasons.Unscorable`), which leaves the
+sample unscored, ``judge_unparseable``, with the judge's raw output.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from typing import Any, Callable, Generator, Sequence
 
 import numpy as np
 
+from offline_eval import reasons
 from offline_eval.engine.requests import Classify, Embed, Generate, Sampling, ScoreOptions, messages
 from offline_eval.metrics.parsing import parse_output
 from offline_eval.metrics.settings import EvalSettings
@@ -24,6 +26,7 @@ from offline_eval.prompts.ragas import (
     ANSWER_SUPPORT_OPTION, ATTRIBUTION_OPTION, ATTRIBUTION_VERDICTS, CLAIMS, REPAIR, SUPPORT_OPTION,
     SUPPORT_VERDICTS,
 )
+from offline_eval.reasons import Unscorable
 from offline_eval.text import count_units, split_sentences
 
 
@@ -33,14 +36,34 @@ class JsonAsk:
     language: str
     values: dict[str, Any]
     schema: dict[str, Any] | None = None  # overrides prompt.schema (e.g. an exact item count)
+    # reads a reply that failed the schema even after its repair, from its raw text: the value it
+    # stands for, or None when it cannot be read either
+    salvage: Callable[[str], Any] | None = None
 
 
 @dataclass
 class JsonAnswer:
-    value: Any  # None when unparseable
-    problem: str | None
-    raw: str
+    """A judge's answer that was read: its value fits the schema (or was salvaged)."""
+
+    value: Any
+    raw: str  # the output the value was read from
     raws: tuple[str, ...] = ()  # every output the judge gave, the first answer and its repair
+
+
+class UnreadableAnswer(Unscorable):
+    """A judge's answer that could not be read, even after its repair: ``judge_unparseable``, the
+    problem as the explanation and the last output as ``raw``. ``raws`` keeps every output the judge
+    gave (the test-set pipeline records them with the answers it rejects)."""
+
+    def __init__(self, problem: str, raws: tuple[str, ...]) -> None:
+        super().__init__(reasons.JUDGE_UNPARSEABLE, problem, raw=raws[-1])
+        self.raws = raws
+
+
+def unreadable_verdicts(failure: UnreadableAnswer) -> Unscorable:
+    """How a step that judges many items reports a reply it cannot read: the reason, then the problem,
+    as the explanation, without the raw output."""
+    return Unscorable(reasons.JUDGE_UNPARSEABLE, f"{reasons.JUDGE_UNPARSEABLE}: {failure.explanation}")
 
 
 def _generate(ask: JsonAsk, settings: EvalSettings, extra: tuple = ()) -> Generate:
@@ -51,57 +74,62 @@ def _generate(ask: JsonAsk, settings: EvalSettings, extra: tuple = ()) -> Genera
 
 
 def ask_json_many(asks: Sequence[JsonAsk], settings: EvalSettings) -> Generator[Any, Any, list[JsonAnswer]]:
-    """All asks in one stage; the unreadable ones get one repair retry in a second stage."""
+    """All asks in one stage; the unreadable ones get one repair retry in a second stage, and the ones
+    still unreadable their ``salvage``. Raises :class:`UnreadableAnswer` for the first of them, in the
+    order asked, that cannot be read even so."""
     if not asks:
         return []
     first = [_generate(a, settings) for a in asks]
     outputs = yield first
-    answers: list[JsonAnswer] = []
-    retry: list[int] = []
+    answers: list[JsonAnswer | None] = []
+    problems: dict[int, tuple[str, str]] = {}  # ask -> (its first output, why it cannot be read)
     for i, (ask, out) in enumerate(zip(asks, outputs)):
         raw = out[0] if out else ""
         value, problem = parse_output(raw, ask.schema or ask.prompt.schema)
-        answers.append(JsonAnswer(value, problem, raw, (raw,)))
+        answers.append(None if problem else JsonAnswer(value, raw, (raw,)))
         if problem:
-            retry.append(i)
-    if retry:
-        repairs = []
-        for i in retry:
-            ask = asks[i]
-            lang = ask.prompt.language_of(ask.language)
-            extra = messages(("assistant", answers[i].raw),
-                             ("user", REPAIR[lang].format(problem=answers[i].problem)))
-            repairs.append(_generate(ask, settings, extra))
-        outputs = yield repairs
-        for i, out in zip(retry, outputs):
-            raw = out[0] if out else ""
-            value, problem = parse_output(raw, asks[i].schema or asks[i].prompt.schema)
-            raws = answers[i].raws + (raw,)
-            if problem is None:
-                answers[i] = JsonAnswer(value, None, raw, raws)
-            else:
-                answers[i] = JsonAnswer(None, f"{answers[i].problem}; after repair: {problem}", raw, raws)
+            problems[i] = (raw, problem)
+    if not problems:
+        return answers
+    repairs = []
+    for i, (raw, problem) in problems.items():
+        lang = asks[i].prompt.language_of(asks[i].language)
+        repairs.append(_generate(asks[i], settings, messages(("assistant", raw),
+                                                              ("user", REPAIR[lang].format(problem=problem)))))
+    outputs = yield repairs
+    unreadable: UnreadableAnswer | None = None
+    for (i, (first_raw, first_problem)), out in zip(problems.items(), outputs):
+        ask, raw = asks[i], out[0] if out else ""
+        value, problem = parse_output(raw, ask.schema or ask.prompt.schema)
+        if problem is not None and ask.salvage is not None:
+            value = ask.salvage(raw)
+            problem = None if value is not None else problem
+        if problem is None:
+            answers[i] = JsonAnswer(value, raw, (first_raw, raw))
+        elif unreadable is None:
+            unreadable = UnreadableAnswer(f"{first_problem}; after repair: {problem}", (first_raw, raw))
+    if unreadable is not None:
+        raise unreadable
     return answers
 
 
 def ask_json(ask: JsonAsk, settings: EvalSettings) -> Generator[Any, Any, JsonAnswer]:
+    """One ask (:func:`ask_json_many`)."""
     answers = yield from ask_json_many([ask], settings)
     return answers[0]
 
 
 def extract_claims(text: str, question: str | None, language: str,
-                   settings: EvalSettings) -> Generator[Any, Any, JsonAnswer]:
-    """Short self-contained claims of ``text`` (the question resolves pronouns)."""
+                   settings: EvalSettings) -> Generator[Any, Any, list[str]]:
+    """Short self-contained claims of ``text`` (the question resolves pronouns), each once."""
     answer = yield from ask_json(JsonAsk(CLAIMS, language, {"question": question or "", "answer": text}),
                                  settings)
-    if answer.value is not None:
-        seen: dict[str, None] = {}
-        for claim in answer.value["claims"]:
-            claim = claim.strip()
-            if claim:
-                seen.setdefault(claim, None)
-        answer.value = list(seen)
-    return answer
+    seen: dict[str, None] = {}
+    for claim in answer.value["claims"]:
+        claim = claim.strip()
+        if claim:
+            seen.setdefault(claim, None)
+    return list(seen)
 
 
 def number_items(items: Sequence[str]) -> str:
@@ -122,9 +150,8 @@ class Verdicts:
     ``probes``: items asked along with the items in option calls only, whose probabilities reach
     ``from_probs`` as its second argument, in order (an empty tuple without probes): an item without
     content measures the lean of the prompt itself, so that it can be taken out (:func:`corrected`).
-    ``salvage``: reads the items
-    of a reply that failed the schema even after its repair, from the raw reply and the number of
-    items asked; None when it cannot either.
+    ``salvage``: reads the items of a listed reply that failed the schema even after its repair, from
+    the raw reply and the number of items asked; None when it cannot either.
     """
 
     option_prompt: Prompt
@@ -138,9 +165,9 @@ class Verdicts:
     salvage: Callable[[str, int], list[Any] | None] | None = None
 
     def judge(self, items: Sequence[str], values: dict[str, Any], language: str,
-              settings: EvalSettings) -> Generator[Any, Any, list[Any] | JsonAnswer]:
-        """The verdict on each item (``values``: the prompt values all items share), or the first JSON
-        answer that could not be read."""
+              settings: EvalSettings) -> Generator[Any, Any, list[Any]]:
+        """The verdict on each item (``values``: the prompt values all items share). Raises
+        :class:`UnreadableAnswer` for the first JSON reply that cannot be read."""
         if settings.verdicts == "options":
             probs = yield [ScoreOptions(prompt=self.option_prompt.render(language, **values, **{self.item: item}),
                                         options=self.choices) for item in [*items, *self.probes]]
@@ -149,13 +176,9 @@ class Verdicts:
         per_call = max(1, settings.statements_per_call) if self.listed else 1
         parts = [items[start:start + per_call] for start in range(0, len(items), per_call)]
         answers = yield from ask_json_many([self._ask(part, values, language) for part in parts], settings)
-        out: list[Any] = []
-        for part, answer in zip(parts, answers):
-            replies = self._replies(answer, len(part))
-            if replies is None:
-                return answer
-            out.extend(self.from_json(reply) for reply in replies)
-        return out
+        if self.listed is None:
+            return [self.from_json(answer.value) for answer in answers]
+        return [self.from_json(reply) for answer in answers for reply in answer.value[self.listed[1]]]
 
     def _ask(self, part: Sequence[str], values: dict[str, Any], language: str) -> JsonAsk:
         if self.listed is None:
@@ -164,15 +187,19 @@ class Verdicts:
         schema = json.loads(self.json_prompt.schema_json)
         schema["properties"][array]["minItems"] = len(part)
         schema["properties"][array]["maxItems"] = len(part)
-        return JsonAsk(self.json_prompt, language, {**values, value: number_items(part)}, schema)
+        return JsonAsk(self.json_prompt, language, {**values, value: number_items(part)}, schema,
+                       self._salvage(array, len(part)))
 
-    def _replies(self, answer: JsonAnswer, count: int) -> list[Any] | None:
-        """The judge's reply on each item of one call, None when unreadable."""
-        if self.listed is None:
-            return None if answer.value is None else [answer.value]
-        if answer.value is not None:
-            return answer.value[self.listed[1]]
-        return self.salvage(answer.raw, count) if self.salvage else None
+    def _salvage(self, array: str, count: int) -> Callable[[str], Any] | None:
+        """The ask's salvage: this verdict's, its items put where the schema wants them."""
+        if self.salvage is None:
+            return None
+        salvage = self.salvage
+
+        def salvaged(raw: str) -> dict[str, Any] | None:
+            items = salvage(raw, count)
+            return None if items is None else {array: items}
+        return salvaged
 
 
 @dataclass
@@ -181,8 +208,6 @@ class Statements:
 
     texts: list[str]
     source: str  # "whole", "sentences" or "llm"
-    problem: str | None = None  # set when the judge's claims could not be read
-    raw: str = ""
 
     @property
     def whole(self) -> bool:
@@ -215,10 +240,8 @@ def answer_statements(answer: str, question: str | None, language: str, settings
         return Statements([answer.strip()] if answer.strip() else [], "whole")
     if mode in ("auto", "sentences"):
         return Statements(sentences, "sentences")
-    got = yield from extract_claims(answer, question, language, settings)
-    if got.value is None:
-        return Statements([], "llm", got.problem or "unreadable claims", got.raw)
-    return Statements(got.value, "llm")
+    claims = yield from extract_claims(answer, question, language, settings)
+    return Statements(claims, "llm")
 
 
 CREDULOUS_PASSAGE, SELF_SUPPORTED = "credulous_passage", "self_supported_statement"
@@ -324,8 +347,9 @@ def corrected(judge: float, baseline: float | None, weight: float) -> float:
 
 def support_matrix(premises: Sequence[str], claims: Sequence[str], language: str, settings: EvalSettings,
                    *, numbered: bool = False, question: str | None = None, framing: str = "reference",
-                   passages: bool = True) -> Generator[Any, Any, list[list[Verdict]] | str]:
-    """Verdict for every (premise, claim) pair: ``result[p][c]``; or a reason string on failure.
+                   passages: bool = True) -> Generator[Any, Any, list[list[Verdict]]]:
+    """Verdict for every (premise, claim) pair: ``result[p][c]``. A reply that cannot be read raises
+    :class:`~offline_eval.reasons.Unscorable` (:func:`unreadable_verdicts`).
 
     The verifier decides the request type: HHEM classifies each pair; the judge gives its
     :class:`Verdicts` on the claims, premise by premise: P(Yes) by option log-probabilities, or JSON
@@ -364,12 +388,12 @@ def support_matrix(premises: Sequence[str], claims: Sequence[str], language: str
     verdicts = Verdicts(option_prompt, YES_NO, verdicts_prompt, "hypothesis", from_probs, from_json,
                         listed=("statements", "verdicts"), probes=(EMPTY_STATEMENT,) if weight else ())
     extra = {"question": question} if question else {}
-    rows, credulity = yield from parallel(
-        parallel(*[verdicts.judge(claims, {"premise": p, **extra}, language, settings) for p in premises]),
-        credulity_of(premises if credulity_limit < 1.0 else [], language))
-    failed = next((row for row in rows if isinstance(row, JsonAnswer)), None)
-    if failed is not None:
-        return f"judge_unparseable: {failed.problem}"
+    try:
+        rows, credulity = yield from parallel(
+            parallel(*[verdicts.judge(claims, {"premise": p, **extra}, language, settings) for p in premises]),
+            credulity_of(premises if credulity_limit < 1.0 else [], language))
+    except UnreadableAnswer as failure:
+        raise unreadable_verdicts(failure) from None
     for row, agrees in zip(rows, credulity):  # a passage that agrees with anything is no evidence
         refused = agrees > credulity_limit
         row[:] = [Verdict(0.0, False, judge=v.judge, baseline=v.baseline, credulity=agrees,
@@ -491,7 +515,7 @@ def _classifier_windows(contexts: Sequence[str], claims: Sequence[str], language
 
 def support_against_contexts(contexts: Sequence[str], claims: Sequence[str], language: str,
                              settings: EvalSettings, question: str | None = None,
-                             framing: str = "reference") -> Generator[Any, Any, list[Verdict] | str]:
+                             framing: str = "reference") -> Generator[Any, Any, list[Verdict]]:
     """One verdict per claim against a set of retrieved chunks.
 
     HHEM checks each chunk separately (a claim is supported if any chunk supports it, and that
@@ -505,7 +529,8 @@ def support_against_contexts(contexts: Sequence[str], claims: Sequence[str], lan
     which measured worse), of the windows not refused as credulous (:data:`ABSURD_STATEMENT`); when
     every one is refused, the claim is unsupported, with P 0, as is a claim the judge calls supported by
     an unrelated passage (:data:`UNRELATED_PASSAGE`). With JSON verdicts, or ``context_window = 0``, the
-    judge sees all chunks at once, numbered.
+    judge sees all chunks at once, numbered. A reply that cannot be read raises, as in
+    :func:`support_matrix`.
     """
     if settings.claims_checked_by_classifier:
         windows, candidates = _classifier_windows(contexts, claims, language, settings.windows_per_claim, question)
@@ -516,7 +541,7 @@ def support_against_contexts(contexts: Sequence[str], claims: Sequence[str], lan
     else:
         matrix = yield from support_matrix([number_chunks(contexts)], claims, language, settings, numbered=True,
                                            question=question, framing=framing)
-        return matrix if isinstance(matrix, str) else matrix[0]
+        return matrix[0]
     limit = settings.credulity_limit if not settings.claims_checked_by_classifier else 1.0
     # each statement against a passage that has nothing to do with it (one request a statement, sharing
     # one prompt prefix across the dataset), beside its windows
@@ -525,12 +550,8 @@ def support_against_contexts(contexts: Sequence[str], claims: Sequence[str], lan
                        question=question, framing=framing, passages=False),
         *[support_matrix([windows[w][1] for w in chosen], [claim], language, settings, question=question,
                          framing=framing) for claim, chosen in zip(claims, candidates)])
-    if isinstance(unrelated, str):
-        return unrelated
     out = []
     for n, (chosen, column) in enumerate(zip(candidates, columns)):
-        if isinstance(column, str):
-            return column
         verdicts = [cell[0] for cell in column]
         best = max(range(len(chosen)), key=lambda i: (not verdicts[i].refused, verdicts[i].judge
                                                       if verdicts[i].judge is not None else verdicts[i].probability))
@@ -572,17 +593,22 @@ def parallel(*steps: Generator[Any, Any, Any]) -> Generator[Any, Any, list[Any]]
     """Run several sub-generators side by side, so their requests share stages.
 
     ``a, b = yield from parallel(step_a, step_b)`` costs as many stages as the longer of the two,
-    not their sum.
+    not their sum. A step that raises :class:`~offline_eval.reasons.Unscorable` stops; the others run
+    to their end, and then the failure of the first such step, in the order given, is raised: the
+    same requests are asked, and the same failure reported, whichever step fails first in time.
     """
     from offline_eval.engine.requests import Request
 
     results: list[Any] = [None] * len(steps)
+    failures: dict[int, Unscorable] = {}
     pending: dict[int, tuple[Generator, Any]] = {}
     for i, step in enumerate(steps):
         try:
             pending[i] = (step, next(step))
         except StopIteration as stop:
             results[i] = stop.value
+        except Unscorable as failure:
+            failures[i] = failure
     while pending:
         batch: list[Any] = []
         spans: dict[int, tuple[int, int, bool]] = {}
@@ -600,5 +626,9 @@ def parallel(*steps: Generator[Any, Any, Any]) -> Generator[Any, Any, list[Any]]
                 advanced[i] = (step, step.send(part[0] if single else part))
             except StopIteration as stop:
                 results[i] = stop.value
+            except Unscorable as failure:
+                failures[i] = failure
         pending = advanced
+    if failures:
+        raise failures[min(failures)]
     return results

@@ -26,12 +26,14 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Generator
 
+from offline_eval import reasons
 from offline_eval.data.schema import Sample
 from offline_eval.metrics.base import Metric, Score, ScoreGenerator
-from offline_eval.metrics.judging import JsonAnswer, JsonAsk, Verdicts, ask_json
+from offline_eval.metrics.judging import JsonAsk, UnreadableAnswer, Verdicts, ask_json, unreadable_verdicts
 from offline_eval.metrics.parsing import extract_json
 from offline_eval.metrics.settings import EvalSettings
 from offline_eval.prompts.rageval import KEYPOINT_LABELS, KEYPOINT_OPTION, KEYPOINTS, LABEL_LETTERS, LABELS
+from offline_eval.reasons import Unscorable
 
 # "1. ", "2、", "(3)", "4)", "- ", "• " -- but not the "3.5" of "3.5% growth"
 _NUMBERING = re.compile(r"^\s*(?:[\(（\[]?\d{1,3}\s*[\.\、\)）\]:：](?!\d)|[-*•·](?!\d))\s*")
@@ -71,24 +73,22 @@ def normalise_label(value: Any) -> str | None:
 
 
 def generate_keypoints(question: str, ground_truth: str, language: str,
-                       settings: EvalSettings) -> Generator[Any, Any, tuple[list[str] | None, str, str]]:
-    """Key points of ``ground_truth`` for ``question``: (points, problem, raw); points None on failure."""
+                       settings: EvalSettings) -> Generator[Any, Any, list[str]]:
+    """Key points of ``ground_truth`` for ``question``, at least one (else ``no_keypoints``)."""
     answer = yield from ask_json(JsonAsk(KEYPOINTS, language, {
         "question": question, "ground_truth": ground_truth, "max_points": settings.keypoint_max}), settings)
-    if answer.value is None:
-        return None, answer.problem or "unparseable", answer.raw
-    return clean_keypoints(answer.value["keypoints"])[: settings.keypoint_max], "", answer.raw
+    points = clean_keypoints(answer.value["keypoints"])[: settings.keypoint_max]
+    if not points:
+        raise Unscorable(reasons.NO_KEYPOINTS, "the judge found no key point", raw=answer.raw)
+    return points
 
 
 @dataclass
 class KeypointJudgement:
-    """Every key point of a sample with its label; or ``problem`` (an unscored reason) on failure."""
+    """Every key point of a sample with its label."""
 
     points: list[dict[str, Any]] = field(default_factory=list)
     source: str = "sample"
-    problem: str | None = None
-    explanation: str = ""
-    raw: str = ""
 
     def count(self, label: str) -> int:
         return sum(p["label"] == label for p in self.points)
@@ -130,11 +130,14 @@ KEYPOINT_VERDICTS = Verdicts(KEYPOINT_OPTION, tuple(LABEL_LETTERS), KEYPOINT_LAB
 
 
 def label_keypoints(question: str, answer: str, points: list[str], language: str,
-                    settings: EvalSettings) -> Generator[Any, Any, list[dict[str, Any]] | str]:
-    """One label per key point, or a reason string when the judge's labels cannot be read."""
-    labels = yield from KEYPOINT_VERDICTS.judge(points, {"question": question, "answer": answer}, language, settings)
-    if isinstance(labels, JsonAnswer):
-        return f"judge_unparseable: {labels.problem}"
+                    settings: EvalSettings) -> Generator[Any, Any, list[dict[str, Any]]]:
+    """One label per key point (a reply that cannot be read raises, as verdicts do:
+    :func:`~offline_eval.metrics.judging.unreadable_verdicts`)."""
+    try:
+        labels = yield from KEYPOINT_VERDICTS.judge(points, {"question": question, "answer": answer}, language,
+                                                    settings)
+    except UnreadableAnswer as failure:
+        raise unreadable_verdicts(failure) from None
     return [{"keypoint": p, **label} for p, label in zip(points, labels)]
 
 
@@ -145,21 +148,13 @@ def judge_keypoints(sample: Sample, settings: EvalSettings) -> Generator[Any, An
     source = "sample"
     if not points:
         if sample.keypoints:
-            return KeypointJudgement(problem="no_keypoints", explanation="the sample's keypoints are all empty")
+            raise Unscorable(reasons.NO_KEYPOINTS, "the sample's keypoints are all empty")
         if not sample.ground_truth:
-            return KeypointJudgement(problem="missing_field:ground_truth",
-                                     explanation="the sample has no keypoints and no ground_truth to "
-                                                 "generate them from")
-        generated, problem, raw = yield from generate_keypoints(sample.question or "", sample.ground_truth,
-                                                                language, settings)
-        if generated is None:
-            return KeypointJudgement(problem="judge_unparseable", explanation=problem, raw=raw)
-        if not generated:
-            return KeypointJudgement(problem="no_keypoints", explanation="the judge found no key point", raw=raw)
-        points, source = generated, "generated"
+            raise Unscorable(reasons.missing_field("ground_truth"),
+                             "the sample has no keypoints and no ground_truth to generate them from")
+        points = yield from generate_keypoints(sample.question or "", sample.ground_truth, language, settings)
+        source = "generated"
     labelled = yield from label_keypoints(sample.question or "", sample.answer or "", points, language, settings)
-    if isinstance(labelled, str):
-        return KeypointJudgement(source=source, problem="judge_unparseable", explanation=labelled)
     return KeypointJudgement(points=labelled, source=source)
 
 
@@ -171,9 +166,6 @@ class KeypointMetric(Metric):
 
     def score(self, sample: Sample, ctx: EvalSettings) -> ScoreGenerator:
         judged = yield from judge_keypoints(sample, ctx)
-        if judged.problem:
-            extra = {"raw": judged.raw} if judged.raw else {}
-            return Score.unscored(judged.problem, judged.explanation, **extra)
         total = len(judged.points)
         counts = {label: judged.count(label) for label in LABELS}
         metadata = {"keypoints": judged.points, "keypoints_source": judged.source, "counts": counts}

@@ -11,11 +11,12 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+from offline_eval import reasons
 from offline_eval.data.schema import Sample
 from offline_eval.metrics.base import Metric, Score, ScoreGenerator
 from offline_eval.metrics.judging import (
-    CREDULOUS_PASSAGE, SELF_SUPPORTED, UNRELATED_PASSAGE, YES_NO, JsonAnswer, JsonAsk, Statements, Verdict,
-    Verdicts, answer_statements, ask_json, ask_json_many, credulity_of, embed_texts, parallel, refusals,
+    CREDULOUS_PASSAGE, SELF_SUPPORTED, UNRELATED_PASSAGE, YES_NO, JsonAsk, Statements, Verdict, Verdicts,
+    answer_statements, ask_json, ask_json_many, credulity_of, embed_texts, parallel, refusals,
     support_against_contexts, support_matrix,
 )
 from offline_eval.metrics.settings import EvalSettings
@@ -23,6 +24,7 @@ from offline_eval.prompts.ragas import (
     CHUNK_USEFUL, CHUNK_USEFUL_OPTION, DEFAULT_RUBRICS, ENTITIES, QUESTIONS, RELEVANT_SENTENCES, RUBRIC,
     RUBRIC_OPTION,
 )
+from offline_eval.reasons import failing_with
 from offline_eval.text import split_sentences
 
 
@@ -54,15 +56,12 @@ class Faithfulness(SampleMetric):
 
     def compute(self, sample, ctx, lang):
         statements = yield from answer_statements(sample.answer, sample.question, lang, ctx, self.claims_mode)
-        if statements.problem:
-            return Score.unscored("judge_unparseable", statements.problem, raw=statements.raw)
         if not statements.texts:
-            return Score.unscored("no_claims", "the answer makes no factual claim")
-        verdicts = yield from support_against_contexts(
-            sample.contexts, statements.texts, lang, ctx, question=statements.question_for(sample.question, ctx),
-            framing="answer")
-        if isinstance(verdicts, str):
-            return Score.unscored("judge_unparseable", verdicts, claims=statements.texts)
+            return Score.unscored(reasons.NO_CLAIMS, "the answer makes no factual claim")
+        with failing_with(claims=statements.texts):
+            verdicts = yield from support_against_contexts(
+                sample.contexts, statements.texts, lang, ctx, question=statements.question_for(sample.question, ctx),
+                framing="answer")
         return self.from_verdicts(statements, verdicts, ctx)
 
     def from_verdicts(self, statements: Statements, verdicts: list[Verdict], ctx: EvalSettings) -> Score:
@@ -116,11 +115,9 @@ class AnswerRelevancy(SampleMetric):
     def compute(self, sample, ctx, lang):
         n = self.options.n
         got = yield from ask_json(JsonAsk(QUESTIONS, lang, {"n": n, "answer": sample.answer}), ctx)
-        if got.value is None:
-            return Score.unscored("judge_unparseable", got.problem or "", raw=got.raw)
         questions = [q.strip() for q in got.value["questions"] if q.strip()][:n]
         if not questions:
-            return Score.unscored("no_questions", "the judge wrote no question for the answer")
+            return Score.unscored(reasons.NO_QUESTIONS, "the judge wrote no question for the answer")
         vectors = yield from embed_texts([sample.question] + questions)
         sims = [float(np.dot(vectors[0], v)) for v in vectors[1:]]
         noncommittal = bool(got.value["noncommittal"])
@@ -147,11 +144,9 @@ class ContextRelevance(SampleMetric):
     def compute(self, sample, ctx, lang):
         sentences = [s for c in sample.contexts for s in split_sentences(c, lang)]
         if not sentences:
-            return Score.unscored("empty_contexts", "the contexts hold no sentence")
+            return Score.unscored(reasons.EMPTY_CONTEXTS, "the contexts hold no sentence")
         got = yield from ask_json(JsonAsk(RELEVANT_SENTENCES, lang, {
             "question": sample.question, "context": "\n".join(sample.contexts)}), ctx)
-        if got.value is None:
-            return Score.unscored("judge_unparseable", got.problem or "", raw=got.raw)
         haystack = _normalise(" ".join(sample.contexts))
         kept, invented = [], []
         for sentence in got.value["sentences"]:
@@ -211,9 +206,7 @@ class ContextPrecision(SampleMetric):
             usefulness.judge(sample.contexts, values, lang, ctx),
             credulity_of(sample.contexts if probes else [], lang),
             usefulness.judge([UNRELATED_PASSAGE[lang]] if probes else [], values, lang, ctx))
-        if isinstance(got, JsonAnswer):
-            return Score.unscored("judge_unparseable", got.problem or "", raw=got.raw)
-        self_support = unrelated[0]["probability"] if probes and not isinstance(unrelated, JsonAnswer) else None
+        self_support = unrelated[0]["probability"] if probes else None
         for verdict, agrees in zip(got, credulity):  # a chunk that agrees with anything is no help either
             verdict["credulity"] = round(agrees, 6)
             if agrees > limit:
@@ -250,11 +243,9 @@ class ContextRecall(SampleMetric):
     def compute(self, sample, ctx, lang):
         sentences = split_sentences(sample.ground_truth, lang)
         if not sentences:
-            return Score.unscored("empty_reference", "the reference has no sentence")
+            return Score.unscored(reasons.EMPTY_REFERENCE, "the reference has no sentence")
         verdicts = yield from support_against_contexts(sample.contexts, sentences, lang, ctx,
                                                        question=sample.question or None)
-        if isinstance(verdicts, str):
-            return Score.unscored("judge_unparseable", verdicts)
         attributed = sum(v.supported for v in verdicts)
         return Score(share_of(verdicts, ctx),
                      explanation=f"{attributed} of {len(sentences)} reference sentences attributable"
@@ -274,14 +265,11 @@ class ContextEntityRecall(SampleMetric):
         ref, con = yield from ask_json_many([
             JsonAsk(ENTITIES, lang, {"text": sample.ground_truth}),
             JsonAsk(ENTITIES, lang, {"text": "\n".join(sample.contexts)})], ctx)
-        for got in (ref, con):
-            if got.value is None:
-                return Score.unscored("judge_unparseable", got.problem or "", raw=got.raw)
         reference = {_normalise(e): e for e in ref.value["entities"] if _normalise(e)}
         found = {_normalise(e) for e in con.value["entities"]}
         haystack = _normalise(" ".join(sample.contexts))
         if not reference:
-            return Score.unscored("no_entities", "the judge found no entity in the reference")
+            return Score.unscored(reasons.NO_ENTITIES, "the judge found no entity in the reference")
         # An entity counts when the judge listed it for the contexts or it occurs there verbatim.
         hit = [e for k, e in reference.items() if k in found or k in haystack]
         return Score(len(hit) / len(reference), metadata={
@@ -301,14 +289,10 @@ class AnswerSimilarity(SampleMetric):
 
 
 def answer_and_reference_claims(sample: Sample, lang: str, ctx: EvalSettings):
-    """Statements of the answer and of the reference (``answer_statements``), in one stage; or the
-    unscored Score."""
+    """Statements of the answer and of the reference (``answer_statements``), in one stage."""
     answer, reference = yield from parallel(
         answer_statements(sample.answer, sample.question, lang, ctx),
         answer_statements(sample.ground_truth, sample.question, lang, ctx))
-    for got in (answer, reference):
-        if got.problem:
-            return Score.unscored("judge_unparseable", got.problem, raw=got.raw)
     return answer, reference
 
 
@@ -328,12 +312,9 @@ class AnswerCorrectness(SampleMetric):
             "help": "weights of the factual F1 and of the embedding similarity", "metavar": "F1,SIM"})
 
     def compute(self, sample, ctx, lang):
-        claims = yield from answer_and_reference_claims(sample, lang, ctx)
-        if isinstance(claims, Score):
-            return claims
-        a, g = claims
+        a, g = yield from answer_and_reference_claims(sample, lang, ctx)
         if not a.texts and not g.texts:
-            return Score.unscored("no_claims", "neither the answer nor the reference makes a claim")
+            return Score.unscored(reasons.NO_CLAIMS, "neither the answer nor the reference makes a claim")
         # Correctness is relative to the question: an answer or reference checked whole is read as an
         # answer to it, whatever its length (EVOUNA TriviaQA: AUC 0.812, against 0.750 when only
         # fragments were; faithfulness, which is relative to the contexts, frames fragments only).
@@ -345,9 +326,6 @@ class AnswerCorrectness(SampleMetric):
             support_matrix([sample.answer], g.texts, lang, ctx, question=sample.question if g.whole else None,
                            framing="reference", passages=False),
             embed_texts([sample.answer, sample.ground_truth]))
-        for got in (in_reference, in_answer):
-            if isinstance(got, str):
-                return Score.unscored("judge_unparseable", got)
         tp = [c for c, v in zip(a.texts, in_reference[0]) if v.supported]
         fp = [c for c, v in zip(a.texts, in_reference[0]) if not v.supported]
         fn = [c for c, v in zip(g.texts, in_answer[0]) if not v.supported]
@@ -404,10 +382,8 @@ class RubricsScore(SampleMetric):
 
         rubric_score = Verdicts(RUBRIC_OPTION, RUBRIC_SCORES, RUBRIC, "answer", from_probs, lambda reply: Score(
             float(reply["score"]), explanation=reply.get("feedback", ""), metadata={"rubric": kind}))
-        got = yield from rubric_score.judge([sample.answer], values, lang, ctx)
-        if isinstance(got, JsonAnswer):
-            return Score.unscored("judge_unparseable", got.problem or "", raw=got.raw)
-        return got[0]
+        [graded] = yield from rubric_score.judge([sample.answer], values, lang, ctx)
+        return graded
 
 
 def read_rubrics(path: Path) -> dict[str, dict[int, str]]:
@@ -428,20 +404,15 @@ class NoiseSensitivityRelevant(SampleMetric):
     chunk_kind: ClassVar[str] = "relevant"
 
     def compute(self, sample, ctx, lang):
-        claims = yield from answer_and_reference_claims(sample, lang, ctx)
-        if isinstance(claims, Score):
-            return claims
-        a, g = claims[0].texts, claims[1].texts
+        answer, reference = yield from answer_and_reference_claims(sample, lang, ctx)
+        a, g = answer.texts, reference.texts
         if not a:
-            return Score.unscored("no_claims", "the answer makes no factual claim")
+            return Score.unscored(reasons.NO_CLAIMS, "the answer makes no factual claim")
         chunks = list(sample.contexts)
         correct, chunk_ref, chunk_ans = yield from parallel(
             support_matrix([sample.ground_truth], a, lang, ctx, passages=False),
             support_matrix(chunks, g, lang, ctx),  # chunk -> reference claims
             support_matrix(chunks, a, lang, ctx))  # chunk -> answer claims
-        for got in (correct, chunk_ref, chunk_ans):
-            if isinstance(got, str):
-                return Score.unscored("judge_unparseable", got)
         incorrect = [not v.supported for v in correct[0]]
         relevant = [any(v.supported for v in row) for row in chunk_ref]
         rel_faithful = [any(chunk_ans[k][i].supported for k in range(len(chunks)) if relevant[k])

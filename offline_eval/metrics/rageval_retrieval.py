@@ -34,6 +34,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal
 
+from offline_eval import reasons
 from offline_eval.data.schema import Sample
 from offline_eval.metrics.base import Metric, Score
 from offline_eval.text import (
@@ -301,7 +302,7 @@ class EIR(Metric):
         lang = _language(sample, *refs)
         matched, total = _eir_parts(refs, chunks, lang)
         if total == 0:
-            return Score.unscored("empty_retrieved_text",
+            return Score.unscored(reasons.EMPTY_RETRIEVED_TEXT,
                                   "the retrieved chunks hold no text once metadata is stripped")
         return Score(value=eir(refs, chunks, lang),
                      metadata={"language": lang, "matched_units": matched, "total_units": total})
@@ -321,8 +322,7 @@ class RougeL(Metric):
         lang = _language(sample, truth, answer)
         for field_name, text in (("answer", answer), ("ground_truth", truth)):
             if not any(tok for sent in rouge_sentences(text, lang) for tok in sent):
-                return Score.unscored(f"no_tokens:{field_name}",
-                                      f"the {field_name} has no token to compare")
+                return Score.unscored(reasons.no_tokens(field_name), f"the {field_name} has no token to compare")
         return Score(value=rouge_l(answer, truth, lang), metadata={"language": lang})
 
 

@@ -19,6 +19,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Callable
 
+from offline_eval import reasons
 from offline_eval.calibration import Calibration, annotate_row, calibration_summary, find_calibration
 from offline_eval.data.schema import Sample
 from offline_eval.engine.cache import ResultCache
@@ -80,10 +81,10 @@ def aggregate_score(scores: dict[str, Score], weights: dict[str, float], metrics
     parts = {n: classes[n].goodness(s.value) for n, s in scores.items()
              if s.value is not None and n in classes and (not weights or n in weights)}
     if not parts:
-        return Score.unscored("no_scored_metric", "no metric of the aggregate was scored")
+        return Score.unscored(reasons.NO_SCORED_METRIC, "no metric of the aggregate was scored")
     w = {n: float(weights.get(n, 1.0)) if weights else 1.0 for n in parts}
     if not any(weight > 0 for weight in w.values()):
-        return Score.unscored("no_scored_metric", "every scored metric of the aggregate has weight 0")
+        return Score.unscored(reasons.NO_SCORED_METRIC, "every scored metric of the aggregate has weight 0")
     if any(v == 0.0 and w[n] > 0 for n, v in parts.items()):
         value = 0.0
     else:
@@ -264,4 +265,4 @@ def _start(metric: Metric, sample: Sample, settings: EvalSettings):
     try:
         return start_metric(metric, sample, settings)
     except Exception as exc:  # a metric that fails before its first step
-        return returns(Score.unscored(f"error:{type(exc).__name__}", str(exc)))
+        return returns(Score.unscored(reasons.raised(exc), str(exc)))

@@ -34,10 +34,11 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, Callable, Generator, Sequence
 
+from offline_eval import reasons
 from offline_eval.engine.executor import Engine, Task
 from offline_eval.engine.requests import Generate, Sampling
 from offline_eval.metrics.base import Score, as_score
-from offline_eval.metrics.judging import JsonAnswer, JsonAsk, ask_json
+from offline_eval.metrics.judging import JsonAnswer, JsonAsk, UnreadableAnswer, ask_json
 from offline_eval.metrics.keypoints import clean_keypoints
 from offline_eval.metrics.settings import EvalSettings
 from offline_eval.prompts.rageval import (
@@ -213,8 +214,9 @@ def schema_step(seeds: Sequence[SourceDoc], language: str, options: GenerateOpti
     """The schema text ("- name: description" lines), or "" when the judge gave none."""
     documents = "\n\n".join(f"[{i + 1}] {window(d.text, 0, 1, options.schema_doc_chars)}"
                             for i, d in enumerate(seeds[: options.schema_docs]))
-    got = yield from ask_json(JsonAsk(TS_SCHEMA, language, {"documents": documents}), settings)
-    if got.value is None:
+    try:
+        got = yield from ask_json(JsonAsk(TS_SCHEMA, language, {"documents": documents}), settings)
+    except UnreadableAnswer:
         return ""
     lines = []
     for item in got.value["fields"]:
@@ -260,13 +262,18 @@ class SlotTask:
                 self.drops["question_given_up" if attempt else "no_evidence"] += 1
                 return self._done(None)
             subject, shown = show_evidence(evidence, slot.docs)
-            got = yield from ask_json(JsonAsk(TS_QUESTION[slot.qtype], lang,
-                                              {"subject": subject, "sentences": shown}), self.settings)
+            try:
+                got = yield from ask_json(JsonAsk(TS_QUESTION[slot.qtype], lang,
+                                                  {"subject": subject, "sentences": shown}), self.settings)
+            except UnreadableAnswer as failure:
+                self.drops["question_unparseable"] += 1
+                self._reject("question", "question_unparseable", failure.explanation, failure.raws, attempt, evidence)
+                continue
             question, answer, reason = self._read(got, evidence)
             if reason is None:
                 break
             self.drops[reason] += 1
-            self._reject("question", reason, got, attempt, evidence)
+            self._reject("question", reason, None, got.raws, attempt, evidence)
         else:
             self.drops["question_given_up"] += 1
             return self._done(None)
@@ -281,23 +288,30 @@ class SlotTask:
             self.drops["no_verbatim_reference"] += 1
             return self._done(None)
 
-        got = yield from ask_json(JsonAsk(KEYPOINTS, lang, {
-            "question": question, "ground_truth": answer, "max_points": self.settings.keypoint_max}),
-            self.settings)
-        keypoints = clean_keypoints(got.value["keypoints"])[: self.settings.keypoint_max] \
-            if got.value is not None else []
-        if not keypoints:
-            reason = "keypoints_unparseable" if got.value is None else "no_keypoints"
-            self.drops[f"{reason}_answer_kept_as_keypoint"] += 1
-            self._reject("keypoints", reason, got, 0, evidence)
-            keypoints = [answer]
+        keypoints = yield from self._keypoints(question, answer, evidence)
         return self._done(self._row(question, answer, references, keypoints, doc_ids, lang))
 
     # -- helpers -----------------------------------------------------------------------------
+    def _keypoints(self, question: str, answer: str, evidence: Sequence[Sentence]) -> Generator[Any, Any, list[str]]:
+        """The judge's key points of the answer, or the answer itself when it gave none it could read."""
+        lang = self.language()
+        try:
+            got = yield from ask_json(JsonAsk(KEYPOINTS, lang, {
+                "question": question, "ground_truth": answer, "max_points": self.settings.keypoint_max}),
+                self.settings)
+        except UnreadableAnswer as failure:
+            reason, problem, raws, keypoints = "keypoints_unparseable", failure.explanation, failure.raws, []
+        else:
+            reason, problem, raws = "no_keypoints", None, got.raws
+            keypoints = clean_keypoints(got.value["keypoints"])[: self.settings.keypoint_max]
+        if not keypoints:
+            self.drops[f"{reason}_answer_kept_as_keypoint"] += 1
+            self._reject("keypoints", reason, problem, raws, 0, evidence)
+            keypoints = [answer]
+        return keypoints
+
     def _read(self, got: JsonAnswer, evidence: Sequence[Sentence]) -> tuple[str, str, str | None]:
         """(question, answer, None), or a rejection reason in the last place."""
-        if got.value is None:
-            return "", "", "question_unparseable"
         question = normalise_space(str(got.value.get("question") or ""))
         answer = normalise_space(str(got.value.get("answer") or ""))
         if not question:
@@ -321,12 +335,12 @@ class SlotTask:
                 return "", "", "evidence_unused"
         return question, answer, None
 
-    def _reject(self, stage: str, reason: str, got: JsonAnswer, attempt: int,
+    def _reject(self, stage: str, reason: str, problem: str | None, raws: Sequence[str], attempt: int,
                 evidence: Sequence[Sentence]) -> None:
+        """Keep a rejected answer: why, the parse problem when it could not be read, every output."""
         self.rejected.append({"query_type": self.slot.qtype, "doc_ids": [d.id for d in self.slot.docs],
                               "stage": stage, "attempt": attempt + 1, "reason": reason,
-                              "problem": got.problem, "raw": list(got.raws or (got.raw,)),
-                              "evidence": [s.text for s in evidence]})
+                              "problem": problem, "raw": list(raws), "evidence": [s.text for s in evidence]})
 
     def _verbatim(self, evidence: Sequence[Sentence]) -> list[str]:
         kept: list[str] = []
@@ -375,19 +389,20 @@ def synth_step(index: int, seeds: list[SourceDoc], language: str, kind: str, opt
                settings: EvalSettings) -> Generator[Any, Any, Score]:
     """A new document from the seeds' schema: configuration first, then the text."""
     schema = yield from schema_step(seeds, language, options, settings)
-    got = yield from ask_json(JsonAsk(TS_SYNTH_CONFIG, language, {
-        "schema": schema or "-", "fixed": _rule_values(index, options.seed, language)}), settings)
-    if got.value is None:
-        return Score.unscored("synthetic_config_unparseable", got.problem or "")
+    try:
+        got = yield from ask_json(JsonAsk(TS_SYNTH_CONFIG, language, {
+            "schema": schema or "-", "fixed": _rule_values(index, options.seed, language)}), settings)
+    except UnreadableAnswer as failure:
+        return Score.unscored(reasons.SYNTHETIC_CONFIG_UNPARSEABLE, failure.explanation)
     facts = _clean_facts(got.value)
     if not facts:
-        return Score.unscored("synthetic_config_empty", "the judge wrote no fact")
+        return Score.unscored(reasons.SYNTHETIC_CONFIG_EMPTY, "the judge wrote no fact")
     outputs = yield Generate(prompt=TS_SYNTH_DOC.render(language, kind=kind or "document",
                                                         facts=_facts_text(facts)),
                              sampling=Sampling(max_tokens=options.doc_max_tokens))
     text = (outputs[0] if outputs else "").strip()
     if len(text) < 200:
-        return Score.unscored("synthetic_document_too_short", f"{len(text)} characters")
+        return Score.unscored(reasons.SYNTHETIC_DOCUMENT_TOO_SHORT, f"{len(text)} characters")
     return Score(1.0, metadata={"doc": {"id": f"synthetic-{index + 1}", "text": text, "language": language,
                                         "kind": kind, "facts": facts}})
 
