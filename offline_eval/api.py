@@ -18,10 +18,12 @@ import json
 import shutil
 import tempfile
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
 from offline_eval.data.schema import DataError, Sample
+from offline_eval.records import ResultRow, RunSummary
 from offline_eval.run.config import ModelChoice, Models, RunConfig, build_run, configure_models
 
 __all__ = ["Models", "EvalResult", "load_models", "evaluate", "compare"]
@@ -40,16 +42,28 @@ def load_models(profile: str | None = None, *, roles: Iterable[str] = ("judge", 
 
 @dataclass
 class EvalResult:
-    """The scores of one evaluation: ``rows`` as in results.jsonl, ``summary`` as in summary.json."""
+    """The scores of one evaluation: ``result_rows`` (results.jsonl's rows) and ``run_summary``
+    (summary.json) as records (:mod:`offline_eval.records`); ``rows`` and ``summary`` are the same as
+    the files' JSON."""
 
-    rows: list[dict[str, Any]]
-    summary: dict[str, Any]
+    result_rows: list[ResultRow]
+    run_summary: RunSummary
     run: dict[str, Any] = field(default_factory=dict)  # run.json
     folder: Path | None = None  # where it was written, if anywhere
 
+    @cached_property
+    def rows(self) -> list[dict[str, Any]]:
+        """The rows as in results.jsonl."""
+        return [row.to_dict() for row in self.result_rows]
+
+    @cached_property
+    def summary(self) -> dict[str, Any]:
+        """The summary as in summary.json."""
+        return self.run_summary.to_dict()
+
     @property
     def metrics(self) -> list[str]:
-        return list(self.summary.get("metrics", {}))
+        return list(self.run_summary.metrics)
 
     def to_pandas(self) -> Any:
         """One row per sample: id, the sample's fields, then per metric its value and ``<metric>_reason``
@@ -59,12 +73,12 @@ class EvalResult:
         except ImportError:
             raise ImportError("EvalResult.to_pandas() needs pandas: pip install pandas") from None
         records = []
-        for row in self.rows:
-            record = {"id": row["id"], **{k: v for k, v in row.get("sample", {}).items() if k != "id"}}
+        for row in self.result_rows:
+            record = {"id": row.id, **{k: v for k, v in row.sample.items() if k != "id"}}
             for name in self.metrics:
-                score = row["scores"].get(name, {})
-                record[name] = score.get("value")
-                record[f"{name}_reason"] = score.get("reason")
+                score = row.score(name)
+                record[name] = score.value if score else None
+                record[f"{name}_reason"] = score.reason if score else None
             records.append(record)
         return pd.DataFrame.from_records(records)
 
@@ -157,7 +171,8 @@ def evaluate(data: Any, metrics: Iterable[Any] | None = None, *, models: Models 
         folder = Path(output) if output is not None else Path(tmp)
         out = run.execute(samples, folder, cache=store, run_info=info)
         record = json.loads((folder / FINGERPRINT).read_text(encoding="utf-8"))
-        return EvalResult(out.results, out.summary, record, Path(output) if output is not None else None)
+        return EvalResult(list(out.result_rows()), out.run_summary, record,
+                          Path(output) if output is not None else None)
 
 
 def compare(a: EvalResult | str | Path, b: EvalResult | str | Path) -> Any:

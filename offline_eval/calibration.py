@@ -28,6 +28,7 @@ from typing import Any, Iterable, Mapping, Sequence
 import numpy as np
 
 from offline_eval.agreement import balanced_accuracy, roc_auc
+from offline_eval.records import ResultRow
 from offline_eval.runtime.identity import CALIBRATION_FILE
 from offline_eval.metrics.settings import EvalSettings
 
@@ -217,29 +218,30 @@ def find_calibration(calibrations: Iterable[Calibration], metric: str, models: d
     return None
 
 
-def annotate_row(row: dict[str, Any], chosen: dict[str, Calibration | None]) -> None:
-    """Add each calibrated metric's reading to a finished result row (in place): a scored value gets
+def annotate_row(row: ResultRow, chosen: Mapping[str, Calibration | None]) -> ResultRow:
+    """``row`` with each calibrated metric's reading added: a scored value gets
     ``metadata.calibrated = {"probability": ..., "positive": value >= threshold}``."""
+    readings = {}
     for name, calibration in chosen.items():
-        score = row["scores"].get(name)
-        if calibration is None or not score or score.get("value") is None:
+        score = row.score(name)
+        if calibration is None or score is None or score.value is None:
             continue
-        score.setdefault("metadata", {})["calibrated"] = {
-            "probability": round(calibration.probability(score["value"]), 6),
-            "positive": score["value"] >= calibration.threshold}
+        readings[name] = score.with_metadata(calibrated={
+            "probability": round(calibration.probability(score.value), 6),
+            "positive": score.value >= calibration.threshold})
+    return row.with_scores(readings) if readings else row
 
 
-def calibration_summary(summary: dict[str, Any], chosen: dict[str, Calibration | None],
-                        values: dict[str, Sequence[float | None]]) -> None:
-    """``summary.metrics[m].calibration``: which calibration was used and the share of positive samples
-    at its threshold, or None when the metric had none for these models (in place)."""
+def calibration_entries(chosen: Mapping[str, Calibration | None],
+                        values: Mapping[str, Sequence[float | None]]) -> dict[str, dict[str, Any] | None]:
+    """Each model-based metric's ``calibration`` entry of summary.json: which calibration was used and
+    the share of its samples at or above the threshold, or None when it had none for these models."""
+    entries: dict[str, dict[str, Any] | None] = {}
     for name, calibration in chosen.items():
-        stats = summary.get("metrics", {}).get(name)
-        if stats is None:
-            continue
         if calibration is None:
-            stats["calibration"] = None
+            entries[name] = None
             continue
         scored = [v for v in values.get(name, ()) if v is not None]
         positives = sum(v >= calibration.threshold for v in scored)
-        stats["calibration"] = {**calibration.describe(), "positive_share": positives / len(scored) if scored else None}
+        entries[name] = {**calibration.describe(), "positive_share": positives / len(scored) if scored else None}
+    return entries

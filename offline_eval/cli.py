@@ -319,7 +319,7 @@ def _print_summary(summary: dict[str, Any]) -> None:
 
 def cmd_metrics(args: argparse.Namespace) -> int:
     """``offline-eval metrics``: each metric, what it needs and uses, its direction, and its options."""
-    from offline_eval.metrics import metric_classes
+    from offline_eval.metrics import Aggregate, metric_classes
     from offline_eval.metrics.base import option_flag, option_names
 
     for name, cls in sorted(metric_classes().items()):
@@ -330,7 +330,7 @@ def cmd_metrics(args: argparse.Namespace) -> int:
         for public, field in option_names(cls).items():
             print(f"{'':<32}{option_flag(public, field)} ({field.name}, default {field.default!r}): "
                   f"{field.metadata.get('help', '')}")
-    print(f"{'aggregate':<30} weighted harmonic mean of the other chosen metrics (ragas_score)")
+    print(f"{Aggregate.name:<30} {Aggregate.description}")
     return 0
 
 

@@ -61,6 +61,7 @@ import numpy as np
 from offline_eval.calibration import fit_platt
 from offline_eval.data.schema import DataError
 from offline_eval.labels import HUMAN_QUESTIONS, LABELS_FILE, Label, cohen_kappa, latest, read_labels
+from offline_eval.records import ResultRow, RunSummary
 
 Z95 = 1.959963984540054  # the standard normal's 97.5% quantile
 PREDICTIONS = ("raw", "calibrated")
@@ -328,12 +329,6 @@ def _read_json(path: Path) -> dict[str, Any]:
     return value if isinstance(value, dict) else {}
 
 
-def _finite(value: Any) -> float | None:
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        return None
-    return float(value) if math.isfinite(value) else None
-
-
 def read_run(run_dir: str | Path) -> RunValues:
     """Each metric's per-row values from a run folder's results.jsonl (the first line of an id counts,
     as :meth:`offline_eval.run.folder.RunFolder.finish` keeps it; a line cut short by a kill is
@@ -342,9 +337,9 @@ def read_run(run_dir: str | Path) -> RunValues:
     results = path / "results.jsonl"
     if not results.is_file():
         raise DataError("not a run folder (no results.jsonl)", source=str(path))
-    fingerprint_info, summary = _read_json(path / "run.json"), _read_json(path / "summary.json")
-    run_info = summary.get("run") if isinstance(summary.get("run"), dict) else {}
-    declared = fingerprint_info.get("metrics") or run_info.get("metrics") or []
+    fingerprint_info = _read_json(path / "run.json")
+    summary = RunSummary.from_dict(_read_json(path / "summary.json"))
+    declared = fingerprint_info.get("metrics") or summary.run_metrics
     metrics = [str(m) for m in declared] if isinstance(declared, list) else []
     values: dict[str, dict[str, float | None]] = defaultdict(dict)
     ids: list[str] = []
@@ -360,24 +355,13 @@ def read_run(run_dir: str | Path) -> RunValues:
                 continue
             seen.add(key)
             ids.append(key)
-            scores = row.get("scores") if isinstance(row.get("scores"), dict) else {}
-            for name, score in scores.items():
+            for name, score in ResultRow.from_dict(row).scores.items():
                 if name not in metrics:
-                    metrics.append(str(name))
-                values[str(name)][key] = _finite(score.get("value")) if isinstance(score, dict) else None
-    stats = summary.get("metrics") if isinstance(summary.get("metrics"), dict) else {}
-    directions = {}
-    for name in metrics:
-        entry = stats.get(name) if isinstance(stats.get(name), dict) else {}
-        if isinstance(entry.get("higher_is_better"), bool):
-            directions[name] = entry["higher_is_better"]
-        else:
-            from offline_eval.metrics import metric_classes
-
-            cls = metric_classes().get(name)
-            directions[name] = cls.higher_is_better if cls is not None else True
-    return RunValues(path, metrics, {m: dict(values.get(m, {})) for m in metrics}, ids, directions,
-                     fingerprint_info.get("fingerprint") or run_info.get("fingerprint"))
+                    metrics.append(name)
+                values[name][key] = score.value
+    return RunValues(path, metrics, {m: dict(values.get(m, {})) for m in metrics}, ids,
+                     {name: summary.higher_is_better(name) for name in metrics},
+                     fingerprint_info.get("fingerprint") or summary.info.get("fingerprint"))
 
 
 def estimate_metric(metric: str, values: Mapping[str, float | None], combined: MetricLabels, *,

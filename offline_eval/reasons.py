@@ -40,6 +40,10 @@ REQUEST_FAILED = "request_failed"  # a backend rejected one of the task's reques
 NO_RESULT = "error:no_result"  # the task returned nothing
 NO_SCORE = "error:no_score"  # a metric returned something that is not a Score
 
+# -- reading a run folder: what a row read back does not say ------------------------------------
+NOT_RUN = "not_run"  # the row holds no score for the metric
+UNSCORED = "unscored"  # the row's score has no value and names no reason (a hand-edited file)
+
 
 def missing_field(name: str) -> str:
     """The sample lacks ``name``, a field the metric requires: ``missing_field:<name>``."""

@@ -6,34 +6,16 @@ Bootstrap resampling uses a fixed seed so the same scores always give the same i
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Iterable, Sequence
 
 import numpy as np
 
+from offline_eval.records import MetricSummary
+
 DEFAULT_RESAMPLES = 2000
 DEFAULT_SEED = 20240531
 _BOOTSTRAP_CELLS = 8_000_000  # indices drawn at once by bootstrap_ci (64 MB)
-
-
-@dataclass
-class MetricSummary:
-    mean: float | None
-    std: float | None
-    ci95: tuple[float, float] | None
-    n_scored: int
-    n_unscored: int
-    unscored_reasons: dict[str, int] = field(default_factory=dict)
-
-    def to_dict(self) -> dict:
-        return {
-            "mean": self.mean,
-            "std": self.std,
-            "ci95": list(self.ci95) if self.ci95 else None,
-            "n_scored": self.n_scored,
-            "n_unscored": self.n_unscored,
-            "unscored_reasons": dict(self.unscored_reasons),
-        }
 
 
 def bootstrap_ci(values: Sequence[float], *, resamples: int = DEFAULT_RESAMPLES,
@@ -55,7 +37,8 @@ def bootstrap_ci(values: Sequence[float], *, resamples: int = DEFAULT_RESAMPLES,
 
 
 def summarize(values: Iterable[float | None], reasons: Iterable[str | None] = ()) -> MetricSummary:
-    """Mean, sample standard deviation, bootstrap 95% interval and unscored counts."""
+    """Mean, sample standard deviation, bootstrap 95% interval and unscored counts (the statistics of a
+    metric's summary.json entry; its direction and calibration are the run's to add)."""
     scored = [float(v) for v in values if v is not None]
     reason_counts = Counter(r for r in reasons if r)
     n_unscored = sum(reason_counts.values())

@@ -10,7 +10,7 @@ import pytest
 from offline_eval.cli import main
 from offline_eval.metrics import metric_classes
 from offline_eval.metrics.base import Score
-from offline_eval.run.runner import aggregate_score
+from offline_eval.metrics.aggregate import aggregate_score
 
 CLASSES = metric_classes()
 

@@ -93,7 +93,7 @@ def test_two_actors_match_single_process_and_a_restarted_driver_resumes(
     info = out.summary["run"]["ray"]
     assert info["replicas"] == 2 and info["shards"] == 2 and info["actors_started"] == 2
     assert info["retries"] == [] and info["cache_mode"] == "auto" and info["cache_entries_merged"] == 0
-    assert sorted(r["id"] for r in seen) == sorted(r["id"] for r in out.results)  # streamed, one each
+    assert sorted(r.id for r in seen) == sorted(r["id"] for r in out.results)  # streamed, one each
     _assert_same_run(tmp_path / "run", reference)
     assert out.stats["computed"] == reference.stats["computed"]  # disjoint shards: nothing done twice
 

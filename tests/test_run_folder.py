@@ -120,7 +120,7 @@ def test_a_killed_windowed_run_keeps_its_finished_windows(tmp_path: Path) -> Non
         pass
 
     def stop_after_six(row) -> None:
-        if row["id"] == samples[6].id:
+        if row.id == samples[6].id:
             raise Stop
 
     with pytest.raises(Stop):

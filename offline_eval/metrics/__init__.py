@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
+from offline_eval.metrics.aggregate import Aggregate
 from offline_eval.metrics.base import Metric, Score, option_names
 
 METRIC_MODULES = ("offline_eval.metrics.ragas", "offline_eval.metrics.rageval_retrieval",
@@ -17,7 +18,7 @@ METRIC_MODULES = ("offline_eval.metrics.ragas", "offline_eval.metrics.rageval_re
 
 DEFAULT_METRICS = ("faithfulness", "answer_relevancy", "context_precision", "context_recall",
                    "answer_correctness")
-AGGREGATE = "aggregate"
+AGGREGATE = Aggregate.name
 
 
 _REGISTERED: dict[str, type[Metric]] = {}
@@ -29,7 +30,7 @@ def register_metric(cls: type[Metric]) -> type[Metric]:
     package's own names cannot be taken."""
     if not (isinstance(cls, type) and issubclass(cls, Metric)) or not isinstance(getattr(cls, "name", None), str):
         raise TypeError("register_metric takes a Metric subclass with a name")
-    if cls.name in _builtin_classes() or cls.name in (AGGREGATE, "ragas_score"):
+    if cls.name in _builtin_classes() or cls.name in Aggregate.asked_by:
         raise ValueError(f"metric name {cls.name!r} is taken by offline-eval's own metrics; choose another")
     _REGISTERED[cls.name] = cls
     return cls
@@ -94,12 +95,12 @@ def resolve_metrics(names: Iterable[str | Metric] | None,
     those of metrics not chosen are ignored."""
     names = list(names or DEFAULT_METRICS)
     available = metric_classes()
-    aggregate = AGGREGATE in names or "ragas_score" in names
-    chosen = [n for n in names if n not in (AGGREGATE, "ragas_score")]
+    aggregate = Aggregate.asked(names)
+    chosen = Aggregate.without(names)
     unknown = [n for n in chosen if not isinstance(n, Metric) and n not in available]
     if unknown:
         raise ValueError(f"unknown metric(s) {', '.join(unknown)}; known: "
-                         f"{', '.join(sorted(available))}, {AGGREGATE}")
+                         f"{', '.join(sorted(available))}, {Aggregate.name}")
     out: dict[str, Metric] = {}
     for n in chosen:
         metric = n if isinstance(n, Metric) else available[n]()
@@ -109,4 +110,4 @@ def resolve_metrics(names: Iterable[str | Metric] | None,
 
 
 __all__ = ["Metric", "Score", "metric_classes", "metric_options", "resolve_metrics", "register_metric", "load_plugins",
-           "DEFAULT_METRICS", "AGGREGATE"]
+           "DEFAULT_METRICS", "AGGREGATE", "Aggregate"]

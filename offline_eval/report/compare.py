@@ -12,11 +12,10 @@ from __future__ import annotations
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any
+from typing import IO
 
-from offline_eval.report._run import (
-    RunData, load_run, lower_is_better, sample_id, sample_of, score_value, text_of,
-)
+from offline_eval.records import ResultRow
+from offline_eval.report._run import RunData, load_run, lower_is_better, text_of
 
 __all__ = ["SampleDelta", "MetricComparison", "Comparison", "compare_runs", "regression_failures",
            "format_comparison", "print_comparison", "render_comparison_html", "write_comparison_html",
@@ -109,11 +108,11 @@ class Comparison:
         return [m for m in self.metrics if m.regressed]
 
 
-def _index(data: RunData) -> dict[str, dict[str, Any]]:
-    """Records by sample id; a repeated id keeps its first record."""
-    out: dict[str, dict[str, Any]] = {}
-    for i, rec in enumerate(data.results):
-        out.setdefault(sample_id(rec, i), rec)
+def _index(data: RunData) -> dict[str, ResultRow]:
+    """Rows by sample id; a repeated id keeps its first row."""
+    out: dict[str, ResultRow] = {}
+    for rec in data.results:
+        out.setdefault(rec.id, rec)
     return out
 
 
@@ -136,12 +135,12 @@ def compare_runs(run_a: str | Path | RunData, run_b: str | Path | RunData, *, al
     for m in shared:
         pairs: list[SampleDelta] = []
         for sid in common:
-            va, vb = score_value(ia[sid], m), score_value(ib[sid], m)
+            va, vb = ia[sid].value(m), ib[sid].value(m)
             if va is None or vb is None:
                 continue
-            sb = sample_of(ib[sid])
-            pairs.append(SampleDelta(sid, va, vb, text_of(sb.get("question") or sample_of(ia[sid]).get("question")),
-                                     text_of(sample_of(ia[sid]).get("answer")), text_of(sb.get("answer"))))
+            sa, sb = ia[sid].sample, ib[sid].sample
+            pairs.append(SampleDelta(sid, va, vb, text_of(sb.get("question") or sa.get("question")),
+                                     text_of(sa.get("answer")), text_of(sb.get("answer"))))
         lib = lower_is_better(m, b.metric_summaries.get(m) or a.metric_summaries.get(m))
         if not pairs:
             metrics.append(MetricComparison(m, 0, None, None, None, None, None, lib, [], alpha))
@@ -157,7 +156,7 @@ def compare_runs(run_a: str | Path | RunData, run_b: str | Path | RunData, *, al
         a.path, b.path, _label(a), _label(b), len(common),
         [sid for sid in ia if sid not in ib], [sid for sid in ib if sid not in ia], metrics,
         [m for m in names_a if m not in names_b], [m for m in names_b if m not in names_a],
-        [side for side, data in (("A", a), ("B", b)) if data.run.get("starter")])
+        [side for side, data in (("A", a), ("B", b)) if data.starter])
 
 
 def _num(v: float | None, digits: int = 3, sign: bool = False) -> str:

@@ -11,7 +11,8 @@ from __future__ import annotations
 import math
 from typing import Any, Iterable, Mapping
 
-from offline_eval.report._run import lower_is_better
+from offline_eval.records import RunSummary
+from offline_eval.report._run import as_run_summary, lower_is_better
 
 __all__ = ["parse_thresholds", "check_thresholds", "ThresholdError"]
 
@@ -56,35 +57,34 @@ def _pair(mean: float, threshold: float) -> tuple[str, str]:
     return repr(mean), repr(threshold)
 
 
-def _reasons(value: Any) -> str:
-    if not isinstance(value, dict) or not value:
+def _reasons(value: Mapping[str, int]) -> str:
+    if not value:
         return ""
-    items = sorted(value.items(), key=lambda kv: -kv[1] if isinstance(kv[1], int) else 0)
+    items = sorted(value.items(), key=lambda kv: -kv[1])
     return ": " + ", ".join(f"{k} x{v}" for k, v in items)
 
 
-def check_thresholds(summary: Mapping[str, Any], thresholds: Mapping[str, float]) -> list[str]:
+def check_thresholds(summary: RunSummary | Mapping[str, Any], thresholds: Mapping[str, float]) -> list[str]:
     """One-line reasons for each metric whose mean misses its threshold; [] when all pass.
 
-    ``summary`` is a run's ``summary.json`` (or just its ``"metrics"`` mapping). A metric with no
-    scored samples fails ("... has no scored samples"), and so does a threshold naming a metric
+    ``summary`` is a run's ``summary.json`` (or just its ``"metrics"`` mapping, or the record). A metric
+    with no scored samples fails ("... has no scored samples"), and so does a threshold naming a metric
     the run does not have.
     """
-    metrics = summary.get("metrics") if isinstance(summary.get("metrics"), Mapping) else summary
+    metrics = as_run_summary(summary).metrics
     failures = []
     for name, threshold in thresholds.items():
         entry = metrics.get(name)
-        if not isinstance(entry, Mapping):
-            known = ", ".join(sorted(str(k) for k in metrics)) or "none"
+        if entry is None:
+            known = ", ".join(sorted(metrics)) or "none"
             failures.append(f"{name}: unknown metric, not in this run (run has: {known})")
             continue
-        mean = entry.get("mean")
-        if isinstance(mean, bool) or not isinstance(mean, (int, float)) or not math.isfinite(mean):
-            n_unscored = entry.get("n_unscored", 0)
-            failures.append(f"{name} has no scored samples ({n_unscored} unscored"
-                            f"{_reasons(entry.get('unscored_reasons'))}); threshold {threshold:g} not met")
+        mean = entry.mean
+        if mean is None:
+            failures.append(f"{name} has no scored samples ({entry.n_unscored} unscored"
+                            f"{_reasons(entry.unscored_reasons)}); threshold {threshold:g} not met")
             continue
-        m, t = _pair(float(mean), float(threshold))
+        m, t = _pair(mean, float(threshold))
         if lower_is_better(name, entry):
             if mean > threshold:
                 failures.append(f"{name} mean {m} > {t} (lower is better)")

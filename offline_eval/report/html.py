@@ -15,14 +15,13 @@ from __future__ import annotations
 import json
 import math
 from datetime import datetime
-from html import escape
 from pathlib import Path
 from typing import Any, Iterable
 
+from offline_eval.records import MetricSummary, ResultRow
 from offline_eval.report import assets, svg
 from offline_eval.report._run import (
-    RunData, calibration_notes, fmt_ci, fmt_num, load_run, lower_is_better, sample_id, sample_of, score_entry,
-    score_value, str_list, text_of, unscored_reason,
+    RunData, calibration_notes, e, fmt_ci, fmt_num, load_run, lower_is_better, str_list, text_of,
 )
 
 __all__ = ["write_report", "render_report", "write_retrieval_report", "render_retrieval_report",
@@ -32,11 +31,6 @@ REPORT_FILE = "report.html"
 RETRIEVAL_REPORT_FILE = "retrieval_report.html"
 WORST_N = 10
 _SEARCH_CHARS = 4000
-
-
-def e(value: Any) -> str:
-    """HTML-escape any value (None -> "")."""
-    return escape(text_of(value), quote=True)
 
 
 def inline_svg(markup: str) -> str:
@@ -179,22 +173,24 @@ def _starter_banner(data: RunData) -> str:
             "profile for real scores.</div>")
 
 
+_NO_SUMMARY = MetricSummary(None, None, None, 0, 0)
+
+
 def _summary_section(data: RunData, metrics: list[str]) -> str:
     summaries = data.metric_summaries
     rows = []
     for m in metrics:
-        s = summaries.get(m, {})
-        mean = s.get("mean")
-        lower = lower_is_better(m, s)
+        s = summaries.get(m, _NO_SUMMARY)
+        lower = lower_is_better(m, summaries.get(m))
         dir_html = " <span class='muted small'>(lower is better)</span>" if lower else ""
         rows.append(
             f"<tr data-metric='{e(m)}'><td class='metric'>{e(m)}{dir_html}</td>"
-            f"<td class='num'>{pill(mean if isinstance(mean, (int, float)) else None, lower=lower)}</td>"
-            f"<td class='num'>{e(fmt_ci(s.get('ci95')))}</td><td>{ci_bar(mean, s.get('ci95'))}</td>"
-            f"<td class='num'>{e(fmt_num(s.get('std')))}</td>"
-            f"<td class='num'>{_as_int(s.get('n_scored'))}</td>"
-            f"<td class='num'>{_as_int(s.get('n_unscored'))}</td>"
-            f"<td>{_reasons_html(s.get('unscored_reasons'))}</td></tr>")
+            f"<td class='num'>{pill(s.mean, lower=lower)}</td>"
+            f"<td class='num'>{e(fmt_ci(s.ci95))}</td><td>{ci_bar(s.mean, s.ci95)}</td>"
+            f"<td class='num'>{e(fmt_num(s.std))}</td>"
+            f"<td class='num'>{s.n_scored}</td>"
+            f"<td class='num'>{s.n_unscored}</td>"
+            f"<td>{_reasons_html(s.unscored_reasons)}</td></tr>")
     return ("<section id='summary'><h2>Summary</h2><table class='summary'><thead><tr>"
             "<th>metric</th><th class='num'>mean</th><th class='num'>95% interval</th><th></th>"
             "<th class='num'>std</th><th class='num'>scored</th><th class='num'>unscored</th>"
@@ -207,8 +203,8 @@ def _summary_section(data: RunData, metrics: list[str]) -> str:
 def _estimates_section(data: RunData) -> str:
     """"What your experts would say": summary.json's ``estimates`` (offline_eval.estimate), when the run
     folder held expert labels. Every value is untrusted: names escaped, numbers formatted or a dash."""
-    estimates = data.summary.get("estimates")
-    error = data.summary.get("estimates_error")
+    estimates = data.summary.estimates
+    error = data.summary.estimates_error
     if not isinstance(estimates, dict) or not estimates:
         if isinstance(error, str):
             return ("<section id='estimates'><h2>What your experts would say</h2>"
@@ -251,7 +247,7 @@ def _estimates_section(data: RunData) -> str:
 def _distributions_section(data: RunData, metrics: list[str]) -> str:
     cards = []
     for i, m in enumerate(metrics):
-        values = [score_value(r, m) for r in data.results]
+        values = [r.value(m) for r in data.results]
         chart = svg.histogram(values, bins=10, title=m, x_label="score", width=360, height=190,
                               color=svg.PALETTE[i % len(svg.PALETTE)])
         cards.append(f"<div class='card'>{inline_svg(chart)}</div>")
@@ -261,7 +257,7 @@ def _distributions_section(data: RunData, metrics: list[str]) -> str:
 def _worst_section(data: RunData, metrics: list[str], anchors: list[str]) -> str:
     cards = []
     for m in metrics:
-        scored = [(score_value(r, m), i) for i, r in enumerate(data.results)]
+        scored = [(r.value(m), i) for i, r in enumerate(data.results)]
         scored = [(v, i) for v, i in scored if v is not None]
         if not scored:
             cards.append(f"<div class='card'><h3>{e(m)}</h3><p class='muted'>no scored samples</p></div>")
@@ -271,9 +267,9 @@ def _worst_section(data: RunData, metrics: list[str], anchors: list[str]) -> str
         items = []
         for v, i in scored[:WORST_N]:
             rec = data.results[i]
-            q = text_of(sample_of(rec).get("question"))
+            q = text_of(rec.sample.get("question"))
             q = q if len(q) <= 110 else q[:107] + "…"
-            items.append(f"<li>{pill(v, lower=reverse)} <a href='#{anchors[i]}'>{e(sample_id(rec, i))}</a> "
+            items.append(f"<li>{pill(v, lower=reverse)} <a href='#{anchors[i]}'>{e(rec.id)}</a> "
                          f"<span class='muted'>{e(q)}</span></li>")
         cards.append(f"<div class='card' data-worst='{e(m)}'><h3>{e(m)}</h3>"
                      f"<ol class='worst'>{''.join(items)}</ol></div>")
@@ -422,8 +418,8 @@ def _evidence_body(metric: str, meta: dict[str, Any], contexts: list[str]) -> st
     return "".join(p for p in parts if p)
 
 
-def _sample_detail(rec: dict[str, Any], metrics: list[str], lower: set[str]) -> str:
-    sample = sample_of(rec)
+def _sample_detail(rec: ResultRow, metrics: list[str], lower: set[str]) -> str:
+    sample = rec.sample
     contexts = str_list(sample.get("contexts"))
     left = (_field("question", sample.get("question")) + _field("answer", sample.get("answer"))
             + _field("ground truth", sample.get("ground_truth")))
@@ -448,25 +444,22 @@ def _sample_detail(rec: dict[str, Any], metrics: list[str], lower: set[str]) -> 
                   + "".join(f"<li><div class='chunk'>{e(c)}</div></li>" for c in refs) + "</ol></details>")
     evidence = []
     for m in metrics:
-        entry = score_entry(rec, m)
+        entry = rec.score(m)
         if entry is None:
             continue
-        value = score_value(rec, m)
-        reason = unscored_reason(rec, m)
-        head = f"<span class='name'>{e(m)}</span> {pill(value, reason, lower=m in lower)}"
+        reason = entry.unscored_reason
+        head = f"<span class='name'>{e(m)}</span> {pill(entry.value, reason, lower=m in lower)}"
         if reason:
             head += f" <span class='muted small'>unscored: <code>{e(reason)}</code></span>"
-        explanation = text_of(entry.get("explanation"))
-        body = f"<div class='small'>{e(explanation)}</div>" if explanation else ""
-        meta = entry.get("metadata")
-        if isinstance(meta, dict) and meta:
-            body += _evidence_body(m, meta, contexts)
+        body = f"<div class='small'>{e(entry.explanation)}</div>" if entry.explanation else ""
+        if entry.metadata:
+            body += _evidence_body(m, dict(entry.metadata), contexts)
         evidence.append(f"<div class='evidence' data-metric='{e(m)}'><div class='head'>{head}</div>{body}</div>")
     return (f"<div class='cols'><div>{left}</div><div>{right}</div></div>" + "".join(evidence))
 
 
 def _samples_section(data: RunData, metrics: list[str], anchors: list[str]) -> str:
-    languages = sorted({text_of(sample_of(r).get("language")) for r in data.results} - {""})
+    languages = sorted({text_of(r.sample.get("language")) for r in data.results} - {""})
     heads = ["<th class='sortable' data-key='row' data-type='num'>#<span class='arrow'></span></th>",
              "<th class='sortable' data-key='id' data-type='str'>id<span class='arrow'></span></th>"]
     if languages:
@@ -478,10 +471,9 @@ def _samples_section(data: RunData, metrics: list[str], anchors: list[str]) -> s
     lower = {m for m in metrics if lower_is_better(m, data.metric_summaries.get(m))}
     bodies = []
     for idx, rec in enumerate(data.results):
-        sample = sample_of(rec)
-        sid = sample_id(rec, idx)
-        row = rec.get("row")
-        row_n = row if isinstance(row, int) and not isinstance(row, bool) else idx + 1
+        sample = rec.sample
+        sid = rec.id
+        row_n = rec.row if rec.row is not None else idx + 1
         lang = text_of(sample.get("language"))
         question = text_of(sample.get("question"))
         unscored = []
@@ -491,11 +483,12 @@ def _samples_section(data: RunData, metrics: list[str], anchors: list[str]) -> s
         cells.append(f"<td class='q' title='{e(question[:500])}'>{e(question[:200])}</td>")
         keys = [f"data-k-row='{row_n}'", f"data-k-id='{e(sid)}'", f"data-k-lang='{e(lang)}'"]
         for i, m in enumerate(metrics):
-            value = score_value(rec, m)
-            reason = unscored_reason(rec, m) if score_entry(rec, m) is not None else None
+            entry = rec.score(m)
+            value = rec.value(m)
+            reason = entry.unscored_reason if entry is not None else None
             if value is None and reason:
                 unscored.append(m)
-            cells.append(f"<td class='num'>{pill(value, reason, lower=m in lower) if score_entry(rec, m) else ''}</td>")
+            cells.append(f"<td class='num'>{pill(value, reason, lower=m in lower) if entry is not None else ''}</td>")
             keys.append(f"data-k-m{i}='{'' if value is None else repr(value)}'")
         search = " ".join([sid, question, text_of(sample.get("answer"))]).lower()[:_SEARCH_CHARS]
         bodies.append(

@@ -10,7 +10,8 @@ import sys
 from typing import IO, Any, Mapping
 
 from offline_eval.data.schema import printable
-from offline_eval.report._run import calibration_notes, fmt_ci, fmt_num, lower_is_better
+from offline_eval.records import MetricSummary, RunSummary
+from offline_eval.report._run import as_run_summary, calibration_notes, fmt_ci, fmt_num, lower_is_better
 
 __all__ = ["print_summary", "format_summary", "format_estimates"]
 
@@ -18,16 +19,10 @@ _HEAD = ["metric", "mean", "95% CI", "scored", "unscored"]
 _RIGHT = {1, 3}
 
 
-def _metrics(summary: Mapping[str, Any]) -> dict[str, Mapping[str, Any]]:
-    metrics = summary.get("metrics") if isinstance(summary.get("metrics"), Mapping) else summary
-    return {str(k): v for k, v in metrics.items() if isinstance(v, Mapping)}
-
-
-def _unscored(entry: Mapping[str, Any]) -> str:
-    n = entry.get("n_unscored", 0)
-    reasons = entry.get("unscored_reasons")
-    if isinstance(reasons, Mapping) and reasons:
-        top = sorted(reasons.items(), key=lambda kv: (-(kv[1] if isinstance(kv[1], int) else 0), str(kv[0])))
+def _unscored(entry: MetricSummary) -> str:
+    n, reasons = entry.n_unscored, entry.unscored_reasons
+    if reasons:
+        top = sorted(reasons.items(), key=lambda kv: (-kv[1], kv[0]))
         text = ", ".join(f"{k} {v}" for k, v in top[:3])
         if len(top) > 3:
             text += ", …"
@@ -35,15 +30,9 @@ def _unscored(entry: Mapping[str, Any]) -> str:
     return str(n)
 
 
-def _rows(summary: Mapping[str, Any]) -> list[tuple[str, Any, list[str]]]:
-    return [(name, e.get("mean"), [name, fmt_num(e.get("mean")), fmt_ci(e.get("ci95")),
-                                   str(e.get("n_scored", 0)), _unscored(e)])
-            for name, e in _metrics(summary).items()]
-
-
-def _starter(summary: Mapping[str, Any]) -> bool:
-    run = summary.get("run")
-    return isinstance(run, Mapping) and bool(run.get("starter"))
+def _rows(summary: RunSummary) -> list[tuple[str, float | None, list[str]]]:
+    return [(name, e.mean, [name, fmt_num(e.mean), fmt_ci(e.ci95), str(e.n_scored), _unscored(e)])
+            for name, e in summary.metrics.items()]
 
 
 STARTER_NOTE = "starter profile: these scores only show the pipeline runs; do not use them to judge a system"
@@ -94,15 +83,16 @@ def format_estimates(estimates: Any) -> list[str]:
     return lines
 
 
-def _estimate_lines(summary: Mapping[str, Any]) -> list[str]:
-    lines = format_estimates(summary.get("estimates"))
-    if isinstance(summary.get("estimates_error"), str):
-        lines.append(f"labels not used: {printable(summary['estimates_error'])}")
+def _estimate_lines(summary: RunSummary) -> list[str]:
+    lines = format_estimates(summary.estimates)
+    if summary.estimates_error is not None:
+        lines.append(f"labels not used: {printable(summary.estimates_error)}")
     return lines
 
 
-def format_summary(summary: Mapping[str, Any]) -> str:
-    """The summary table as plain text."""
+def format_summary(summary: RunSummary | Mapping[str, Any]) -> str:
+    """The summary table as plain text (``summary``: summary.json, its "metrics" mapping, or the record)."""
+    summary = as_run_summary(summary)
     rows = [_HEAD] + [r for _, _, r in _rows(summary)]
     widths = [max(len(r[i]) for r in rows) for i in range(len(_HEAD))]
     lines = []
@@ -111,17 +101,19 @@ def format_summary(summary: Mapping[str, Any]) -> str:
                                for i, c in enumerate(r)).rstrip())
         if j == 0:
             lines.append("  ".join("-" * w for w in widths))
-    lines += [f"calibration: {note}" for note in calibration_notes(_metrics(summary))]
+    lines += [f"calibration: {note}" for note in calibration_notes(summary.metrics)]
     estimates = _estimate_lines(summary)
     if estimates:
         lines += [""] + estimates
-    if _starter(summary):
+    if summary.starter:
         lines.append(f"NOTE: {STARTER_NOTE}")
     return "\n".join(lines) + "\n"
 
 
-def print_summary(summary: Mapping[str, Any], file: IO[str] | None = None) -> None:
-    """Print the per-metric table of ``summary`` (a summary.json dict or its "metrics" mapping)."""
+def print_summary(summary: RunSummary | Mapping[str, Any], file: IO[str] | None = None) -> None:
+    """Print the per-metric table of ``summary`` (a summary.json dict, its "metrics" mapping, or the
+    record)."""
+    summary = as_run_summary(summary)
     file = file if file is not None else sys.stdout
     isatty = getattr(file, "isatty", None)
     if not (callable(isatty) and isatty()):
@@ -137,18 +129,18 @@ def print_summary(summary: Mapping[str, Any], file: IO[str] | None = None) -> No
         table.add_column(h, justify="right" if i in _RIGHT else "left")
     for name, mean, row in _rows(summary):
         style = ""
-        if isinstance(mean, (int, float)) and not isinstance(mean, bool):
-            good = 1.0 - mean if lower_is_better(name, _metrics(summary).get(name)) else mean
+        if mean is not None:
+            good = 1.0 - mean if lower_is_better(name, summary.metrics.get(name)) else mean
             style = "green" if good >= 0.75 else "yellow" if good >= 0.5 else "red"
         unscored = Text(row[4], style="dim" if row[4] == "0" else "yellow")
         table.add_row(Text(row[0], style="bold"), Text(row[1], style=style), row[2], row[3], unscored)
     console.print(table)
-    for note in calibration_notes(_metrics(summary)):
+    for note in calibration_notes(summary.metrics):
         console.print(Text(f"calibration: {note}", style="dim"))
     estimates = _estimate_lines(summary)
     if estimates:
         console.print(Text("\n" + estimates[0], style="bold"))
         for line in estimates[1:]:
             console.print(Text(line))
-    if _starter(summary):
+    if summary.starter:
         console.print(Text(f"NOTE: {STARTER_NOTE}", style="bold yellow"))

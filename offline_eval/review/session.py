@@ -17,7 +17,6 @@ whether one server takes several annotators or several servers share the folder.
 from __future__ import annotations
 
 import json
-import math
 import os
 import random
 import re
@@ -29,6 +28,7 @@ from pathlib import Path
 from typing import Any, Iterable, Mapping
 
 from offline_eval.labels import HUMAN_QUESTIONS, LABELS_FILE, Label, append_label, cohen_kappa, latest, read_labels
+from offline_eval.records import ResultRow, StoredScore
 from offline_eval.run.folder import FINGERPRINT, RESULTS, SUMMARY, write_atomic
 
 REVIEW_FILE = "review.json"
@@ -77,10 +77,6 @@ def _read_object(path: Path) -> dict[str, Any]:
     if not isinstance(value, dict):
         raise ReviewError(f"{path}: expected a JSON object")
     return value
-
-
-def _scored(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 
 def _text(value: Any) -> str:
@@ -184,11 +180,8 @@ class Review:
                 if not line.strip():
                     continue
                 try:
-                    row = json.loads(line)
-                    key = str(row["id"])
-                    scores = row.get("scores") or {}
-                    scored = frozenset(str(m) for m, s in scores.items()
-                                       if isinstance(s, dict) and _scored(s.get("value")))
+                    row = ResultRow.from_dict(json.loads(line))
+                    key, scored = row.id, frozenset(m for m, s in row.scores.items() if s.scored)
                 except (ValueError, KeyError, TypeError, AttributeError):
                     raise ReviewError(f"{path}: line {number}: not a result row") from None
                 if key in rows:
@@ -240,6 +233,7 @@ class Review:
         return list(dict.fromkeys(metrics))
 
     def row(self, entry: Entry) -> dict[str, Any]:
+        """The sample's line of results.jsonl, as written."""
         with open(self.folder / RESULTS, "rb") as handle:
             handle.seek(entry.offset)
             return json.loads(handle.readline())
@@ -327,9 +321,8 @@ class Review:
         if not isinstance(pos, int) or not 0 <= pos < len(self.queue):
             raise ReviewError(f"no sample at position {pos!r}")
         entry = self.queue[pos]
-        row = self.row(entry)
-        sample = row.get("sample") if isinstance(row.get("sample"), dict) else {}
-        scores = row.get("scores") if isinstance(row.get("scores"), dict) else {}
+        row = ResultRow.from_dict(self.row(entry))
+        sample, scores = row.sample, row.scores
         given = latest(self.labels())
         mine = {m: given[(m, entry.id, annotator)].word for m in self.asked(entry) if (m, entry.id, annotator) in given}
         return {
@@ -342,13 +335,14 @@ class Review:
             "labels": mine, "verdicts": {m: _verdict(scores.get(m)) for m in mine}}
 
 
-def _statements(scores: dict[str, Any]) -> list[str]:
+def _statements(scores: Mapping[str, StoredScore]) -> list[str]:
     """The answer's statements a metric checked one by one (its claims, or answer correctness's TP and
     FP), or none when no metric split the answer (it was checked whole)."""
     for metric, where in _ANSWER_STATEMENTS:
-        meta = (scores.get(metric) or {}).get("metadata") if isinstance(scores.get(metric), dict) else None
-        if not isinstance(meta, dict):
+        score = scores.get(metric)
+        if score is None:
             continue
+        meta = score.metadata
         source = meta.get("statements")
         if where == "claims" and isinstance(meta.get("claims"), list) and source != "whole":
             return [_text(c.get("claim")) if isinstance(c, dict) else _text(c) for c in meta["claims"]]
@@ -358,11 +352,10 @@ def _statements(scores: dict[str, Any]) -> list[str]:
     return []
 
 
-def _verdict(score: Any) -> dict[str, Any]:
+def _verdict(score: StoredScore | None) -> dict[str, Any]:
     """What the judge said about one metric of a sample: its score, its explanation and, item by item,
     each check (a claim supported or not; a statement in the reference or not)."""
-    score = score if isinstance(score, dict) else {}
-    meta = score.get("metadata") if isinstance(score.get("metadata"), dict) else {}
+    meta = score.metadata if score is not None else {}
     checks = []
     for c in meta.get("claims") if isinstance(meta.get("claims"), list) else []:
         if isinstance(c, dict):
@@ -372,6 +365,5 @@ def _verdict(score: Any) -> dict[str, Any]:
     for key, ok, note in (("tp", True, "in the reference"), ("fp", False, "not in the reference"),
                           ("fn", False, "in the reference, not in the answer")):
         checks.extend({"text": text, "ok": ok, "note": note} for text in _texts(meta.get(key)))
-    value = score.get("value")
-    return {"value": value if _scored(value) else None, "explanation": _text(score.get("explanation")),
-            "checks": checks}
+    return {"value": score.value if score is not None else None,
+            "explanation": score.explanation if score is not None else "", "checks": checks}

@@ -25,9 +25,10 @@ from offline_eval.data.schema import Sample
 from offline_eval.engine.cache import ResultCache
 from offline_eval.engine.executor import ProgressFactory
 from offline_eval.engine.models import ModelSet
-from offline_eval.metrics import AGGREGATE, load_plugins, metric_options, resolve_metrics
+from offline_eval.metrics import Aggregate, load_plugins, metric_options, resolve_metrics
 from offline_eval.metrics.base import Metric
 from offline_eval.metrics.settings import EvalSettings
+from offline_eval.records import ResultRow
 from offline_eval.run.folder import RunOutput
 
 STARTER_NOTE = ("starter profile: these scores only show that the pipeline runs; "
@@ -183,7 +184,7 @@ class Run:
 
     def execute(self, samples: list[Sample], output: str | Path, *, cache: ResultCache | None = None,
                 progress: ProgressFactory | None = None, run_info: Mapping[str, Any] | None = None,
-                on_sample: Callable[[dict[str, Any]], None] | None = None,
+                on_sample: Callable[[ResultRow], None] | None = None,
                 on_close: Callable[[RunOutput], None] | None = None) -> RunOutput:
         """Score ``samples`` into the run folder ``output`` (resumed when it holds this run already), in
         this process (:func:`offline_eval.run.runner.evaluate`) or on Ray
@@ -223,12 +224,12 @@ def build_run(config: RunConfig, *, models: Models | None = None) -> Run:
     unknown = sorted(k for k in config.options if k not in own and k not in EvalSettings.option_names())
     if unknown:
         raise TypeError(f"unknown option(s) {', '.join(unknown)}; known: {', '.join(known_options())}")
-    if config.metrics is not None and not [m for m in config.metrics if m not in (AGGREGATE, "ragas_score")]:
+    if config.metrics is not None and not Aggregate.without(config.metrics):
         # None is the default five; an empty list is a mistake (`--metrics ""`), not a wish for them
         raise ValueError(f"--metrics names no metric ({', '.join(map(str, config.metrics)) or 'an empty list'}); "
                          "see `offline-eval metrics`, or leave it out for the default five")
     metrics, aggregate = resolve_metrics(config.metrics, {k: v for k, v in config.options.items() if k in own})
-    names = [m.name for m in metrics] + ([AGGREGATE] if aggregate else [])
+    names = [m.name for m in metrics] + ([Aggregate.name] if aggregate else [])
     unknown = sorted(set(config.fail_under) - set(names))
     if unknown:
         raise ValueError(f"--fail-under names {', '.join(unknown)}, not among this run's metrics "

@@ -24,10 +24,12 @@ import socket
 import sys
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
+from functools import cached_property
 from pathlib import Path
-from typing import Any, Callable, Iterable, Iterator
+from typing import Any, Callable, Iterable, Iterator, Mapping
 
 from offline_eval.engine.locking import flock_exclusive
+from offline_eval.records import ResultRow, RunSummary, StoredScore
 
 RESULTS, SUMMARY, FINGERPRINT, REPORT, LOCK = "results.jsonl", "summary.json", "run.json", "report.html", ".lock"
 EARLIER = "earlier"
@@ -91,13 +93,20 @@ def write_atomic(path: Path, text: str) -> None:
 
 @dataclass
 class RunOutput:
-    """What a finished run left in its folder. ``results`` reads results.jsonl on first use."""
+    """What a finished run left in its folder: ``run_summary`` is summary.json as a record, ``summary``
+    its JSON; ``result_rows()`` streams results.jsonl as records, ``rows()`` as JSON, ``results`` reads
+    it whole on first use."""
 
     output_dir: Path
-    summary: dict[str, Any]
+    run_summary: RunSummary
     stats: dict[str, Any] = field(default_factory=dict)
     resumed: int = 0
     _rows: list[dict[str, Any]] | None = field(default=None, repr=False)
+
+    @cached_property
+    def summary(self) -> dict[str, Any]:
+        """summary.json as written."""
+        return self.run_summary.to_dict()
 
     def rows(self) -> Iterator[dict[str, Any]]:
         """The result rows, streamed from results.jsonl in dataset order."""
@@ -105,6 +114,11 @@ class RunOutput:
             for line in handle:
                 if line.strip():
                     yield json.loads(line)
+
+    def result_rows(self) -> Iterator[ResultRow]:
+        """The result rows as records, streamed in dataset order."""
+        for row in self.rows():
+            yield ResultRow.from_dict(row)
 
     @property
     def results(self) -> list[dict[str, Any]]:
@@ -245,14 +259,15 @@ class RunFolder:
             raise
 
     def finish(self, order: dict[str, int], names: list[str], run_info: dict[str, Any],
-               annotate: Callable[[dict[str, Any]], None] | None = None,
+               annotate: Callable[[dict[str, Any]], dict[str, Any]] | None = None,
                summarize: Callable[[dict[str, list], dict[str, list]], dict[str, Any]] | None = None,
                ) -> tuple[dict[str, Any], int]:
         """Rewrite results.jsonl in dataset order (``order``: id -> position) and write summary.json.
 
         Streams the file twice (statistics, then the rewrite), holding only offsets and score values,
         so memory does not grow with the rows' size. ``summarize(values, reasons)`` builds the summary
-        from per-metric values; ``annotate(row)`` may add to each row (calibrations) as it is rewritten.
+        from per-metric values; ``annotate(row)`` gives each row as it is to be rewritten (with its
+        calibrations).
         Returns (summary, number of rows).
         """
         if self._sink is not None:
@@ -290,7 +305,7 @@ class RunFolder:
                             handle.seek(start)
                             row = json.loads(handle.readline())
                             if annotate:
-                                annotate(row)
+                                row = annotate(row)
                             out.write(json.dumps(row, ensure_ascii=False) + "\n")
                 out.flush()
                 os.fsync(out.fileno())
@@ -341,10 +356,12 @@ class RunFolder:
             return
 
 
-def _value_and_reason(score: dict[str, Any] | None) -> tuple[float | None, str | None]:
-    score = score or {}
-    value = score.get("value")
-    return value, (score.get("reason") if value is None else None)
+def _value_and_reason(score: Any) -> tuple[float | None, str | None]:
+    """A stored score's value and, when it has none, why; (None, None) for a metric the row lacks."""
+    if not isinstance(score, Mapping):
+        return None, None
+    stored = StoredScore.from_dict(score)
+    return stored.value, stored.unscored_reason
 
 
 def _read_holder(text: str) -> str:

@@ -50,6 +50,7 @@ from offline_eval.run.folder import RunFolder, RunOutput
 from offline_eval.run.runner import DEFAULT_WINDOW, RunSink, evaluate
 from offline_eval.metrics.base import Metric
 from offline_eval.metrics.settings import EvalSettings
+from offline_eval.records import ResultRow
 
 log = logging.getLogger(__name__)
 
@@ -391,7 +392,7 @@ def run_with_ray(samples: list[Sample], metrics: list[Metric], settings: EvalSet
                  output_dir: str | Path, *, cache: ResultCache | None = None, aggregate: bool = False,
                  per_row: bool = False, progress: ProgressFactory | None = None,
                  run_info: dict[str, Any] | None = None,
-                 on_sample: Callable[[dict[str, Any]], None] | None = None,
+                 on_sample: Callable[[ResultRow], None] | None = None,
                  replicas: int = 2, gpus_per_replica: float = 0, cpus_per_replica: float = 1,
                  address: str | None = None, shard_size: int | None = None, cache_mode: str = "auto",
                  node_cache: str | None = None, max_attempts: int = 3,
@@ -434,7 +435,7 @@ def run_with_ray(samples: list[Sample], metrics: list[Metric], settings: EvalSet
 def _run_with_ray(folder: RunFolder, samples: list[Sample], metrics: list[Metric], settings: EvalSettings,
                   models: ModelSpec, *, cache: ResultCache | None, aggregate: bool, per_row: bool,
                   progress: ProgressFactory | None, run_info: dict[str, Any] | None,
-                  on_sample: Callable[[dict[str, Any]], None] | None, replicas: int, gpus: float,
+                  on_sample: Callable[[ResultRow], None] | None, replicas: int, gpus: float,
                   cpus_per_replica: float, address: str | None, shard_size: int | None, cache_mode: str,
                   node_cache: str | None, max_attempts: int, ray_init_kwargs: dict[str, Any] | None,
                   crash: tuple[int, int] | None, calibrations: list[Calibration] | None,
@@ -540,10 +541,10 @@ def _run_with_ray(folder: RunFolder, samples: list[Sample], metrics: list[Metric
             for event in chunk:
                 if event[0] == "row":
                     row = event[1]
-                    if str(row["id"]) in finished:
+                    if row.id in finished:
                         continue
                     rows.append(row)
-                    finished.add(str(row["id"]))
+                    finished.add(row.id)
                 elif event[0] == "cache":
                     if cache is not None:
                         cache.put_many(event[1], event[2])

@@ -15,27 +15,29 @@ import hashlib
 import json
 import logging
 from contextlib import contextmanager
+from dataclasses import replace
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Callable
 
 from offline_eval import reasons
-from offline_eval.calibration import Calibration, annotate_row, calibration_summary, find_calibration
+from offline_eval.calibration import Calibration, annotate_row, calibration_entries, find_calibration
 from offline_eval.data.schema import Sample
 from offline_eval.engine.cache import ResultCache
 from offline_eval.engine.executor import Engine, ProgressFactory, Task
 from offline_eval.engine.models import ModelSet
 from offline_eval.run.folder import FINGERPRINT, RESULTS, SUMMARY, RunFolder, RunOutput
-from offline_eval.metrics import AGGREGATE
+from offline_eval.metrics.aggregate import Aggregate
 from offline_eval.metrics.base import Metric, Score, as_score, returns
 from offline_eval.metrics.base import start as start_metric
 from offline_eval.metrics.settings import EvalSettings
+from offline_eval.records import ResultRow, RunSummary
 from offline_eval.stats import summarize
 
 log = logging.getLogger(__name__)
 
 __all__ = ["FINGERPRINT", "RESULTS", "SUMMARY", "DEFAULT_WINDOW", "RunOutput", "RunSink", "evaluate",
-           "run_fingerprint", "finish_run", "aggregate_score"]
+           "run_fingerprint", "finish_run"]
 
 # Rows per window. Measured with benchmarks/engine_scale.py and benchmarks/throughput.py (README).
 DEFAULT_WINDOW = 1024
@@ -70,28 +72,6 @@ def fewer_collections(threshold: int = GC_THRESHOLD):
             gc.unfreeze()
 
 
-def aggregate_score(scores: dict[str, Score], weights: dict[str, float], metrics: list[Metric]) -> Score:
-    """Weighted harmonic mean of a sample's scored metrics (Ragas' original ragas_score), each read on
-    one scale first: :meth:`Metric.goodness`, 0 the metric's worst value and 1 its best, so that a
-    lower-is-better metric (hallucination_rate, noise sensitivity, the keypoints' hallucination) counts
-    as 1 - value and rubrics_score's 1-5 as (value - 1) / 4. As in Ragas, a part at its worst (goodness 0)
-    makes the aggregate 0. ``weights``: metric -> weight (empty: every metric, weight 1; otherwise only
-    the metrics named)."""
-    classes = {m.name: type(m) for m in metrics}
-    parts = {n: classes[n].goodness(s.value) for n, s in scores.items()
-             if s.value is not None and n in classes and (not weights or n in weights)}
-    if not parts:
-        return Score.unscored(reasons.NO_SCORED_METRIC, "no metric of the aggregate was scored")
-    w = {n: float(weights.get(n, 1.0)) if weights else 1.0 for n in parts}
-    if not any(weight > 0 for weight in w.values()):
-        return Score.unscored(reasons.NO_SCORED_METRIC, "every scored metric of the aggregate has weight 0")
-    if any(v == 0.0 and w[n] > 0 for n, v in parts.items()):
-        value = 0.0
-    else:
-        value = sum(w.values()) / sum(w[n] / v for n, v in parts.items() if w[n] > 0)
-    return Score(value, metadata={"parts": parts, "weights": w})
-
-
 def run_fingerprint(samples: list[Sample], metrics: list[Metric], settings: EvalSettings,
                     identities: dict[str, str], aggregate: bool) -> str:
     digest = hashlib.sha256()  # sample by sample: no dataset-sized string in memory
@@ -106,11 +86,6 @@ def run_fingerprint(samples: list[Sample], metrics: list[Metric], settings: Eval
         "models": {r: identities[r] for r in sorted(identities)},
     }
     return hashlib.sha256(json.dumps(payload, sort_keys=True, default=str).encode()).hexdigest()[:20]
-
-
-def _result_row(sample: Sample, scores: dict[str, Score]) -> dict[str, Any]:
-    return {"id": sample.id, "row": sample.row, "sample": sample.to_dict(),
-            "scores": {name: score.to_dict() for name, score in scores.items()}}
 
 
 class RunSink:
@@ -131,9 +106,9 @@ class RunSink:
         self.done = folder.open(self.fingerprint, self.info, overwrite=overwrite)
         self.todo = [s for s in samples if s.id not in self.done]
 
-    def append(self, rows: list[dict[str, Any]]) -> None:
+    def append(self, rows: list[ResultRow]) -> None:
         """Rows reach results.jsonl, fsynced, before they are reported anywhere else."""
-        self.folder.append(rows)
+        self.folder.append(row.to_dict() for row in rows)
 
     def finish(self, stats: dict[str, Any], calibrations: list[Calibration] | None,
                **facts: Any) -> RunOutput:
@@ -148,7 +123,7 @@ def evaluate(samples: list[Sample], metrics: list[Metric], models: ModelSet, set
              output_dir: str | Path, *, cache: ResultCache | None = None, aggregate: bool = False,
              per_row: bool = False, progress: ProgressFactory | None = None,
              run_info: dict[str, Any] | None = None,
-             on_sample: Callable[[dict[str, Any]], None] | None = None,
+             on_sample: Callable[[ResultRow], None] | None = None,
              calibrations: list[Calibration] | None = None, window: int = DEFAULT_WINDOW,
              overwrite: bool = False, on_close: Callable[[RunOutput], None] | None = None) -> RunOutput:
     """Score ``samples`` with ``metrics`` into ``output_dir``, resuming an earlier try of the same run.
@@ -160,6 +135,7 @@ def evaluate(samples: list[Sample], metrics: list[Metric], models: ModelSet, set
     identities = {role: models.identity(role) for role in sorted({r for m in metrics for r in m.roles})
                   if models.has(role)}
     window = max(1, int(window))
+    aggregator = Aggregate(metrics, settings.aggregate_weights) if aggregate else None
 
     with RunFolder(output_dir) as folder, fewer_collections():
         sink = RunSink(folder, samples, metrics, settings, identities, aggregate, run_info, overwrite=overwrite)
@@ -172,7 +148,7 @@ def evaluate(samples: list[Sample], metrics: list[Metric], models: ModelSet, set
         if saved:
             saved(kept, len(samples))
 
-        def finished(row: dict[str, Any]) -> None:
+        def finished(row: ResultRow) -> None:
             if counted:
                 counted(row)
             if on_sample:
@@ -181,7 +157,7 @@ def evaluate(samples: list[Sample], metrics: list[Metric], models: ModelSet, set
         for start in range(0, len(sink.todo), window):
             if announce:
                 announce(start // window, windows)
-            rows = _score_window(engine, sink.todo[start:start + window], metrics, settings, aggregate, per_row,
+            rows = _score_window(engine, sink.todo[start:start + window], metrics, settings, aggregator, per_row,
                                  finished if (counted or on_sample) else None)
             sink.append(rows)
             kept += len(rows)
@@ -197,20 +173,19 @@ def evaluate(samples: list[Sample], metrics: list[Metric], models: ModelSet, set
 
 
 def _score_window(engine: Engine, window: list[Sample], metrics: list[Metric], settings: EvalSettings,
-                  aggregate: bool, per_row: bool,
-                  on_sample: Callable[[dict[str, Any]], None] | None = None) -> list[dict[str, Any]]:
-    """Every metric of every sample of ``window``, each stage batched across the window; rows in order."""
+                  aggregator: Aggregate | None, per_row: bool,
+                  on_sample: Callable[[ResultRow], None] | None = None) -> list[ResultRow]:
+    """Every metric of every sample of ``window``, each stage batched across the window; rows in order,
+    each with its aggregate when the run has one."""
     scores: dict[int, dict[str, Score]] = {}
-    rows: dict[int, dict[str, Any]] = {}
+    rows: dict[int, ResultRow] = {}
 
     def finish(task: Task) -> None:
         index, name = task.key
         scores.setdefault(index, {})[name] = as_score(task.result)
         if len(scores[index]) == len(metrics):
-            ordered = {m.name: scores[index][m.name] for m in metrics}
-            if aggregate:
-                ordered[AGGREGATE] = aggregate_score(ordered, settings.aggregate_weights, metrics)
-            rows[index] = _result_row(window[index], ordered)
+            row = ResultRow.of(window[index], {m.name: scores[index][m.name] for m in metrics})
+            rows[index] = aggregator.apply(row) if aggregator else row
             if on_sample:
                 on_sample(rows[index])
 
@@ -238,27 +213,31 @@ def finish_run(folder: RunFolder, samples: list[Sample], metrics: list[Metric], 
                calibrations: dict[str, Calibration | None] | None = None) -> RunOutput:
     """Put results.jsonl in dataset order and write summary.json (streaming; see :meth:`RunFolder.finish`).
 
-    Every metric's summary entry records its direction (:attr:`Metric.higher_is_better`; the aggregate's
-    is higher). ``calibrations``: metric -> the calibration that applies to it (None: none for these
+    Every column's summary entry records its direction (:attr:`Metric.higher_is_better`, and the
+    aggregate's). ``calibrations``: metric -> the calibration that applies to it (None: none for these
     models); its annotations are added to the rows and the summary. A folder holding expert labels
     (labels.jsonl, offline_eval.labels) gets their estimates too (``estimates``, offline_eval.estimate)."""
     chosen = calibrations or {}
-    names = [m.name for m in metrics] + ([AGGREGATE] if aggregate else [])
-    lower_is_better = {m.name for m in metrics if not m.higher_is_better}
+    directions = {m.name: m.higher_is_better for m in metrics}
+    if aggregate:
+        directions[Aggregate.name] = Aggregate.higher_is_better
+    names = list(directions)
 
     def summary_of(values: dict[str, list], reasons: dict[str, list]) -> dict[str, Any]:
-        summary = {"metrics": {n: {**summarize(values[n], reasons[n]).to_dict(),
-                                   "higher_is_better": n not in lower_is_better} for n in names}}
-        calibration_summary(summary, chosen, values)
+        summary = RunSummary({n: replace(summarize(values[n], reasons[n]), higher_is_better=directions[n])
+                              for n in names})
         from offline_eval.estimate import summary_section
 
-        summary.update(summary_section(folder.path))  # the folder's labels.jsonl, if any: what experts would say
-        return summary
+        # the folder's labels.jsonl, if any: what experts would say
+        return replace(summary.with_calibrations(calibration_entries(chosen, values)),
+                       **summary_section(folder.path)).to_dict()
+
+    def annotated(row: dict[str, Any]) -> dict[str, Any]:
+        return annotate_row(ResultRow.from_dict(row), chosen).to_dict()
 
     summary, _ = folder.finish({s.id: i for i, s in enumerate(samples)}, names, run_info,
-                               annotate=(lambda row: annotate_row(row, chosen)) if chosen else None,
-                               summarize=summary_of)
-    return RunOutput(folder.path, summary, stats, resumed)
+                               annotate=annotated if chosen else None, summarize=summary_of)
+    return RunOutput(folder.path, RunSummary.from_dict(summary), stats, resumed)
 
 
 def _start(metric: Metric, sample: Sample, settings: EvalSettings):
