@@ -360,3 +360,70 @@ def test_a_metric_the_summary_marks_lower_is_better_is_coloured_that_way(tmp_pat
     worst = page.split("data-worst='error_share'", 1)[1]
     assert worst.index("1.000") < worst.index("0.000")  # the worst sample first
     assert "(lower is better)" in page
+
+
+EVIDENCE_PLUGIN = '''
+from offline_eval.metrics import register_metric
+from offline_eval.metrics.base import Metric, Score
+from offline_eval.metrics.evidence import Checks
+
+
+@register_metric
+class LongWords(Metric):
+    name = "long_words_shown"
+    requires = ("answer",)
+    evidence = (Checks("words", text="word", verdict="long", yes="long", no="short", note="why",
+                       figures=(("share", "share {:.2f}"),)),)
+
+    def score(self, sample, ctx):
+        words = [{"word": w, "long": len(w) > 5, "why": f"{len(w)} letters", "share": len(w) / len(sample.answer)}
+                 for w in sample.answer.split()]
+        return Score(sum(w["long"] for w in words) / len(words), metadata={"words": words, "checked": "all"})
+'''
+
+
+def test_a_plugin_metric_s_declared_evidence_appears_in_the_report(tmp_path):
+    """The report draws a metric's evidence from what the metric declares of its metadata's shape: a
+    plugin's words show as the built-in metrics' do, with no name of it in the report."""
+    from offline_eval.cli import main
+
+    plugin = tmp_path / "shown_metrics.py"
+    plugin.write_text(EVIDENCE_PLUGIN, encoding="utf-8")
+    data = tmp_path / "d.jsonl"
+    data.write_text(json.dumps({"id": "a", "question": "Where?", "answer": "Paris <is> beautiful"}) + "\n",
+                    encoding="utf-8")
+    out = tmp_path / "run"
+    assert main(["run", "--dataset", str(data), "--plugin", str(plugin), "--metrics", "long_words_shown",
+                 "--no-cache", "--quiet", "--output", str(out)]) == 0
+    detail = (out / "report.html").read_text(encoding="utf-8").split("data-metric='long_words_shown'>", 1)[1]
+    assert ("<li class='no'><span class='verdict'>short</span>Paris <span class='muted small'>share 0.25</span>"
+            "<div class='muted small'>5 letters</div></li>") in detail
+    assert "<li class='no'><span class='verdict'>short</span>&lt;is&gt;" in detail  # escaped
+    assert "<li class='ok'><span class='verdict'>long</span>beautiful" in detail
+    other = detail.split("other evidence", 1)[1].split("</details>", 1)[0]
+    assert "checked" in other and "words" not in other  # what it does not declare: as JSON
+
+
+def test_an_unknown_metric_s_evidence_is_drawn_from_its_shape(tmp_path):
+    """A run folder read where its metric is unknown (a plugin never imported here): lists of mappings
+    and of texts are drawn from their shape, the rest stays JSON, and every text is escaped."""
+    from offline_eval.report._run import load_run
+    from offline_eval.report.html import render_report
+
+    run = tmp_path / "run"
+    run.mkdir()
+    meta = {"spans": [{"span": "Lyon", "found": True, "confidence": 0.875, "why": EVIL},
+                      {"span": "France", "found": False, "confidence": 0.25}],
+            "notes": ["checked twice", EVIL], "counts": {"found": 1}}
+    row = {"id": "s0", "row": 1, "sample": {"question": "q", "answer": "Lyon is in France"},
+           "scores": {"error_spans_unknown": {"value": 0.5, "metadata": meta}}}
+    (run / "results.jsonl").write_text(json.dumps(row) + "\n", encoding="utf-8")
+    page = render_report(load_run(run))
+    detail = page.split("data-metric='error_spans_unknown'>", 1)[1]
+    assert ("<div class='muted small'>spans:</div><ul class='items'><li class='ok'><span class='verdict'>found</span>"
+            "Lyon <span class='muted small'>confidence 0.875</span><div class='muted small'>&lt;script&gt;") in detail
+    assert "<li class='no'><span class='verdict'>not found</span>France" in detail
+    assert "<div class='muted small'>notes:</div><ul class='items'><li class='irr'>checked twice</li>" in detail
+    other = detail.split("other evidence", 1)[1].split("</details>", 1)[0]
+    assert "counts" in other and "spans" not in other and "notes" not in other
+    assert EVIL not in page

@@ -31,6 +31,7 @@ from typing import Any, ClassVar, Generator
 from offline_eval import reasons
 from offline_eval.data.schema import Sample
 from offline_eval.engine.executor import TaskFailed
+from offline_eval.metrics.evidence import Evidence
 
 
 @dataclass
@@ -144,6 +145,8 @@ class Metric:
     for a metric where a smaller value is the better one, ``higher_is_better = False`` (recorded in
     summary.json; reports, gates and comparisons read it from there), and ``value_range`` for one whose
     values are not in [0, 1] (the aggregate puts every metric on one scale with :meth:`goodness`).
+    ``evidence`` declares what its Score's metadata holds (:mod:`offline_eval.metrics.evidence`), which
+    the report draws from; without it the report draws the metadata from its shape.
 
     ``Options``: a dataclass of the metric's own settings. Each field is a ``run`` flag
     ``--<name>-<field>`` (:func:`option_flag`; its ``metadata``: ``help``, ``metavar``, ``flag`` for
@@ -158,6 +161,7 @@ class Metric:
     description: ClassVar[str] = ""
     higher_is_better: ClassVar[bool] = True
     value_range: ClassVar[tuple[float, float]] = (0.0, 1.0)
+    evidence: ClassVar[tuple[Evidence, ...]] = ()
     Options: ClassVar[type] = NoOptions
 
     def __init__(self, options: Any = None, **values: Any) -> None:

@@ -29,6 +29,7 @@ from typing import Any, ClassVar, Generator
 from offline_eval import reasons
 from offline_eval.data.schema import Sample
 from offline_eval.metrics.base import Metric, Score, ScoreGenerator
+from offline_eval.metrics.evidence import Checks
 from offline_eval.metrics.judging import JsonAsk, UnreadableAnswer, Verdicts, ask_json, unreadable_verdicts
 from offline_eval.metrics.parsing import extract_json
 from offline_eval.metrics.settings import EvalSettings
@@ -163,6 +164,8 @@ class KeypointMetric(Metric):
 
     requires = ("question", "answer")
     roles = frozenset({"judge"})
+    evidence = (Checks("keypoints", text="keypoint", verdict="label", good=("relevant",), bad=("wrong",),
+                       note="analysis"),)
 
     def score(self, sample: Sample, ctx: EvalSettings) -> ScoreGenerator:
         judged = yield from judge_keypoints(sample, ctx)

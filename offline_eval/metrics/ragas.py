@@ -14,6 +14,7 @@ import numpy as np
 from offline_eval import reasons
 from offline_eval.data.schema import Sample
 from offline_eval.metrics.base import Metric, Score, ScoreGenerator
+from offline_eval.metrics.evidence import Checks, Columns, Texts
 from offline_eval.metrics.judging import (
     CREDULOUS_PASSAGE, SELF_SUPPORTED, UNRELATED_PASSAGE, YES_NO, JsonAsk, Statements, Verdict, Verdicts,
     answer_statements, ask_json, ask_json_many, credulity_of, embed_texts, parallel, refusals,
@@ -40,6 +41,9 @@ class SampleMetric(Metric):
 
 
 # --- faithfulness ---------------------------------------------------------------------------------
+PROBABILITY = ("probability", "p={:.2f}")  # a verdict's P(yes), shown beside it
+
+
 def share_of(verdicts: list[Verdict], ctx: EvalSettings) -> float:
     """The supported share of ``verdicts``: expected (mean P) or thresholded, by ``ctx.verdict_score``."""
     if ctx.verdict_score == "threshold":
@@ -52,6 +56,8 @@ class Faithfulness(SampleMetric):
     requires = ("answer", "contexts")
     roles = frozenset({"judge", "verifier"})
     description = "share of the answer's claims supported by the retrieved contexts"
+    evidence = (Checks("claims", text="claim", verdict="supported", yes="supported", no="unsupported", note="reason",
+                       context="chunk", figures=(PROBABILITY,)),)
     claims_mode: ClassVar[str | None] = None  # None: EvalSettings.claims
 
     def compute(self, sample, ctx, lang):
@@ -107,6 +113,9 @@ class AnswerRelevancy(SampleMetric):
     requires = ("question", "answer")
     roles = frozenset({"judge", "embedder"})
     description = "mean cosine between the question and questions regenerated from the answer"
+    evidence = (Checks("questions", text="question", verdict="noncommittal", yes="noncommittal", good=(), bad=(True,),
+                       figures=(("similarity", "similarity {:.3f}"),),
+                       caption="Questions generated back from the answer:"),)
 
     @dataclass(frozen=True)
     class Options:
@@ -140,6 +149,9 @@ class ContextRelevance(SampleMetric):
     requires = ("question", "contexts")
     roles = frozenset({"judge"})
     description = "share of context sentences the judge extracts as needed to answer the question"
+    evidence = (Texts("sentences", caption="Context sentences judged relevant to the question:",
+                      empty="No relevant sentences were extracted from the contexts."),
+                Texts("not_in_context", caption="Sentences the judge gave that are not in the contexts:", good=False))
 
     def compute(self, sample, ctx, lang):
         sentences = [s for c in sample.contexts for s in split_sentences(c, lang)]
@@ -188,6 +200,8 @@ class ContextPrecision(SampleMetric):
     requires = ("question", "contexts", "ground_truth")
     roles = frozenset({"judge"})
     description = "are the chunks useful for the reference ranked first (average precision)"
+    evidence = (Checks("verdicts", verdict="useful", yes="useful", no="not useful", context="chunk",
+                       figures=(PROBABILITY,)),)
     target_field: ClassVar[str] = "ground_truth"
 
     def compute(self, sample, ctx, lang):
@@ -239,6 +253,8 @@ class ContextRecall(SampleMetric):
     requires = ("contexts", "ground_truth")
     roles = frozenset({"judge", "verifier"})
     description = "share of the reference's sentences attributable to the contexts"
+    evidence = (Checks("claims", text="claim", verdict="attributed", yes="attributed", no="not attributed",
+                       note="reason", context="chunk", figures=(PROBABILITY,)),)
 
     def compute(self, sample, ctx, lang):
         sentences = split_sentences(sample.ground_truth, lang)
@@ -260,6 +276,8 @@ class ContextEntityRecall(SampleMetric):
     requires = ("contexts", "ground_truth")
     roles = frozenset({"judge"})
     description = "share of the reference's entities that occur in the contexts"
+    evidence = (Texts("found", caption="Reference entities found in the contexts:"),
+                Texts("reference_entities", caption="Entities of the reference:", good=None))
 
     def compute(self, sample, ctx, lang):
         ref, con = yield from ask_json_many([
@@ -305,6 +323,9 @@ class AnswerCorrectness(SampleMetric):
     requires = ("question", "answer", "ground_truth")
     roles = frozenset({"judge", "verifier", "embedder"})
     description = "weighted claim-level F1 against the reference plus answer similarity"
+    evidence = (Columns((("tp", "TP — in answer and reference", True), ("fp", "FP — in answer only", False),
+                         ("fn", "FN — in reference only", False)),
+                        figures=(("f1", "f1 {:.3f}"), ("similarity", "similarity {:.3f}"))),)
 
     @dataclass(frozen=True)
     class Options:
@@ -401,6 +422,7 @@ class NoiseSensitivityRelevant(SampleMetric):
     description = ("share of the answer's claims that are wrong (not in the reference) yet supported by a "
                    "relevant retrieved chunk")
     higher_is_better = False  # a share of wrong claims, as Ragas documents it
+    evidence = (Checks("claims", text="claim", verdict="correct", yes="correct", no="wrong"),)
     chunk_kind: ClassVar[str] = "relevant"
 
     def compute(self, sample, ctx, lang):

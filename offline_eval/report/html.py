@@ -23,6 +23,7 @@ from offline_eval.report import assets, svg
 from offline_eval.report._run import (
     RunData, calibration_notes, e, fmt_ci, fmt_num, load_run, lower_is_better, str_list, text_of,
 )
+from offline_eval.report.evidence import evidence_html
 
 __all__ = ["write_report", "render_report", "write_retrieval_report", "render_retrieval_report",
            "page", "REPORT_FILE", "RETRIEVAL_REPORT_FILE"]
@@ -288,136 +289,6 @@ def _field(label: str, value: Any) -> str:
     return f"<div class='field'><div class='label'>{e(label)}</div><div class='text'>{e(text)}</div></div>"
 
 
-def _chunk(contexts: list[str], index: Any) -> str:
-    if isinstance(index, bool) or not isinstance(index, int):
-        return ""
-    if 0 <= index < len(contexts):
-        return (f"<blockquote class='support'><span class='muted small'>context #{index + 1}:</span> "
-                f"{e(contexts[index])}</blockquote>")
-    return f"<div class='muted small'>context #{index + 1} (not in this sample's contexts)</div>"
-
-
-def _prob(value: Any) -> str:
-    if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value):
-        return f" <span class='muted small'>p={value:.2f}</span>"
-    return ""
-
-
-def _list_of_dicts(meta: dict[str, Any], key: str) -> list[dict[str, Any]]:
-    items = meta.get(key)
-    if not isinstance(items, list):
-        return []
-    return [x for x in items if isinstance(x, dict)]
-
-
-def _claims_html(meta: dict[str, Any], contexts: list[str], *, key: str = "claims",
-                 flag: str = "supported", yes: str = "supported", no: str = "unsupported") -> str:
-    items = []
-    for c in _list_of_dicts(meta, key):
-        ok = bool(c.get(flag))
-        reason = text_of(c.get("reason"))
-        items.append(
-            f"<li class='{'ok' if ok else 'no'}'><span class='verdict'>{yes if ok else no}</span>"
-            f"{e(c.get('claim'))}{_prob(c.get('probability'))}"
-            + (f"<div class='muted small'>{e(reason)}</div>" if reason else "")
-            + (_chunk(contexts, c.get("chunk")) if "chunk" in c else "") + "</li>")
-    return f"<ul class='items'>{''.join(items)}</ul>" if items else ""
-
-
-def _questions_html(meta: dict[str, Any]) -> str:
-    items = []
-    for q in _list_of_dicts(meta, "questions"):
-        nc = bool(q.get("noncommittal"))
-        sim = q.get("similarity")
-        sim_html = (f" <span class='muted small'>similarity {sim:.3f}</span>"
-                    if isinstance(sim, (int, float)) and not isinstance(sim, bool) else "")
-        items.append(f"<li class='{'no' if nc else 'irr'}'>"
-                     + ("<span class='verdict'>noncommittal</span>" if nc else "")
-                     + f"{e(q.get('question'))}{sim_html}</li>")
-    return ("<div class='muted small'>Questions generated back from the answer:</div>"
-            f"<ul class='items'>{''.join(items)}</ul>") if items else ""
-
-
-def _verdicts_html(meta: dict[str, Any], contexts: list[str]) -> str:
-    items = []
-    for v in _list_of_dicts(meta, "verdicts"):
-        ok = bool(v.get("useful"))
-        idx = v.get("chunk")
-        label = f"context #{idx + 1}" if isinstance(idx, int) and not isinstance(idx, bool) else "context"
-        body = ""
-        if isinstance(idx, int) and not isinstance(idx, bool) and 0 <= idx < len(contexts):
-            body = f"<blockquote class='support'>{e(contexts[idx])}</blockquote>"
-        items.append(f"<li class='{'ok' if ok else 'no'}'><span class='verdict'>"
-                     f"{'useful' if ok else 'not useful'}</span>{e(label)}{_prob(v.get('probability'))}{body}</li>")
-    return f"<ul class='items'>{''.join(items)}</ul>" if items else ""
-
-
-def _sentences_html(meta: dict[str, Any]) -> str:
-    sents = str_list(meta.get("sentences"))
-    if not isinstance(meta.get("sentences"), list):
-        return ""
-    if not sents:
-        return "<div class='muted small'>No relevant sentences were extracted from the contexts.</div>"
-    return ("<div class='muted small'>Context sentences judged relevant to the question:</div>"
-            "<ul class='items'>" + "".join(f"<li class='ok'>{e(s)}</li>" for s in sents) + "</ul>")
-
-
-def _tpfpfn_html(meta: dict[str, Any]) -> str:
-    if not any(k in meta for k in ("tp", "fp", "fn")):
-        return ""
-    cols = []
-    for key, title, cls in (("tp", "TP — in answer and reference", "ok"),
-                            ("fp", "FP — in answer only", "no"),
-                            ("fn", "FN — in reference only", "no")):
-        vals = str_list(meta.get(key))
-        lis = "".join(f"<li class='{cls}'>{e(v)}</li>" for v in vals) or "<li class='irr'>none</li>"
-        cols.append(f"<div><h4>{e(title)} ({len(vals)})</h4><ul class='items' data-kind='{key}'>{lis}</ul></div>")
-    extra = []
-    for key in ("f1", "similarity"):
-        if isinstance(meta.get(key), (int, float)) and not isinstance(meta.get(key), bool):
-            extra.append(f"{key} {meta[key]:.3f}")
-    tail = f"<div class='muted small'>{e(' · '.join(extra))}</div>" if extra else ""
-    return f"<div class='tfp'>{''.join(cols)}</div>{tail}"
-
-
-_LABEL_CLASS = {"relevant": "ok", "wrong": "no", "irrelevant": "irr"}
-
-
-def _keypoints_html(meta: dict[str, Any]) -> str:
-    items = []
-    for k in _list_of_dicts(meta, "keypoints"):
-        label = text_of(k.get("label"))
-        cls = _LABEL_CLASS.get(label.lower(), "irr")
-        analysis = text_of(k.get("analysis"))
-        items.append(f"<li class='{cls}'><span class='verdict'>{e(label or '?')}</span>{e(k.get('keypoint'))}"
-                     + (f"<div class='muted small'>{e(analysis)}</div>" if analysis else "") + "</li>")
-    return f"<ul class='items'>{''.join(items)}</ul>" if items else ""
-
-
-_KNOWN_META_KEYS = {"claims", "questions", "sentences", "verdicts", "tp", "fp", "fn", "f1",
-                    "similarity", "keypoints"}
-
-
-def _evidence_body(metric: str, meta: dict[str, Any], contexts: list[str]) -> str:
-    parts = []
-    if "claims" in meta:
-        if metric == "context_recall" or any("attributed" in c for c in _list_of_dicts(meta, "claims")):
-            parts.append(_claims_html(meta, contexts, flag="attributed", yes="attributed",
-                                      no="not attributed"))
-        else:
-            parts.append(_claims_html(meta, contexts))
-    parts.append(_questions_html(meta))
-    parts.append(_sentences_html(meta))
-    parts.append(_verdicts_html(meta, contexts))
-    parts.append(_tpfpfn_html(meta))
-    parts.append(_keypoints_html(meta))
-    rest = {k: v for k, v in meta.items() if k not in _KNOWN_META_KEYS}
-    if rest:
-        parts.append("<details><summary class='muted small'>other evidence</summary><pre class='json'>"
-                     + e(json.dumps(rest, ensure_ascii=False, indent=2, default=str)) + "</pre></details>")
-    return "".join(p for p in parts if p)
-
-
 def _sample_detail(rec: ResultRow, metrics: list[str], lower: set[str]) -> str:
     sample = rec.sample
     contexts = str_list(sample.get("contexts"))
@@ -453,7 +324,7 @@ def _sample_detail(rec: ResultRow, metrics: list[str], lower: set[str]) -> str:
             head += f" <span class='muted small'>unscored: <code>{e(reason)}</code></span>"
         body = f"<div class='small'>{e(entry.explanation)}</div>" if entry.explanation else ""
         if entry.metadata:
-            body += _evidence_body(m, dict(entry.metadata), contexts)
+            body += evidence_html(m, entry.metadata, contexts)
         evidence.append(f"<div class='evidence' data-metric='{e(m)}'><div class='head'>{head}</div>{body}</div>")
     return (f"<div class='cols'><div>{left}</div><div>{right}</div></div>" + "".join(evidence))
 
