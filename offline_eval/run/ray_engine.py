@@ -497,7 +497,7 @@ def _run_with_ray(folder: RunFolder, samples: list[Sample], metrics: list[Metric
                             chunk = ray.get(ref)
                             for event in chunk:
                                 if event[0] == "row":
-                                    delivered.add(str(event[1]["id"]))
+                                    delivered.add(event[1].id)
                             events.put(chunk)
                         scheduler.done()
                     except (RayActorError, ObjectLostError) as exc:
