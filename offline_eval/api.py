@@ -141,7 +141,7 @@ def evaluate(data: Any, metrics: Iterable[Any] | None = None, *, models: Models 
     ``offline-eval run``'s flags, from ``EvalSettings.option_names()``) and each metric's options
     (``<metric>_<option>``).
     """
-    from offline_eval.cli_models import cache_path
+    from offline_eval.engine.cache_location import cache_path
     from offline_eval.engine.cache import ResultCache
     from offline_eval.run.folder import FINGERPRINT
 

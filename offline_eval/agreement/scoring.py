@@ -243,7 +243,7 @@ def _score_labelled(args: Any, command: str) -> tuple[Run, list[tuple[Sample, fl
     """What ``agreement`` and ``calibrate`` share: read the labelled data, build the metric's models,
     score every labelled sample (cached and resumable). Returns (setup, labelled, excluded, scores,
     run folder)."""
-    from offline_eval.cli import _Progress
+    from offline_eval.progress import StageBars
     from offline_eval.cli_models import apply_threads, open_cache
     from offline_eval.data.readers import parse_mapping, read_dataset
 
@@ -265,7 +265,7 @@ def _score_labelled(args: Any, command: str) -> tuple[Run, list[tuple[Sample, fl
     cache = open_cache(args)
     try:
         scores = score_samples([s for s, _ in labelled], setup, output, cache=cache,
-                               progress=None if args.quiet else _Progress(),
+                               progress=None if args.quiet else StageBars(),
                                overwrite=getattr(args, "overwrite", False))
     finally:
         cache.close()

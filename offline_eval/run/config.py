@@ -29,6 +29,7 @@ from offline_eval.metrics import AGGREGATE, load_plugins, metric_options, resolv
 from offline_eval.metrics.base import Metric
 from offline_eval.metrics.settings import EvalSettings
 from offline_eval.run.folder import RunOutput
+from offline_eval.run.thresholds import parse_thresholds
 
 STARTER_NOTE = ("starter profile: these scores only show that the pipeline runs; "
                 "use the cpu or gpu profile for real evaluations")
@@ -144,8 +145,6 @@ class RunConfig:
         options = {name: getattr(args, name) for name in known_options() if hasattr(args, name)}
         fail_under = getattr(args, "fail_under", None)
         if isinstance(fail_under, str):
-            from offline_eval.report.gating import parse_thresholds
-
             fail_under = parse_thresholds(fail_under)
         ray = None
         if getattr(args, "engine", None) == "ray":

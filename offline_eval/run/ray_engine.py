@@ -95,13 +95,13 @@ class ModelSpec:
                overrides: dict[str, Any] | None = None, roles: Iterable[str] | None = None,
                **kwargs: Any) -> "ModelSpec":
         """A spec whose relative paths are made absolute against the driver's working directory."""
-        from offline_eval.runtime.profiles import _is_path_like
+        from offline_eval.runtime.profiles import is_manifest_path
 
         overrides = {k: v for k, v in (overrides or {}).items() if v is not None}
         for key in _PATH_OVERRIDES:
             if key in overrides:
                 overrides[key] = _portable_path(overrides[key])
-        return cls(profile=_portable_path(profile) if _is_path_like(profile) else profile,
+        return cls(profile=_portable_path(profile) if is_manifest_path(profile) else profile,
                    models_dir=_portable_path(models_dir), overrides=overrides,
                    roles=tuple(sorted(roles)) if roles is not None else None, **kwargs)
 
