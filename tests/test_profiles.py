@@ -17,7 +17,7 @@ from offline_eval.engine.requests import Generate, messages
 from offline_eval.cli_models import add_model_arguments, open_cache
 from offline_eval.run.config import ModelChoice
 from offline_eval.runtime import models_cli
-from offline_eval.runtime.loading import model_set_from_profile, resolve_profile
+from offline_eval.runtime.loading import models_from_profile, resolve_profile
 from offline_eval.runtime.profiles import (
     BUILTIN_PROFILES,
     MODELS_ENV,
@@ -248,7 +248,7 @@ def test_manifest_batch_size_is_a_default(tmp_path: Path) -> None:
 
 def test_model_set_is_lazy_and_names_the_fix(tmp_path: Path) -> None:
     p = load_profile("gpu", models_dir=tmp_path)
-    models = model_set_from_profile(p, device="cuda:0", batch_size=4)  # nothing loaded, nothing raised
+    models = models_from_profile(p, device="cuda:0", batch_size=4)  # nothing loaded, nothing raised
     assert models.loaded() == {} and models.has("judge") and models.has("verifier")
     with pytest.raises(ModelNotProvisioned) as info:
         models.get("judge")
@@ -260,7 +260,7 @@ def test_model_set_is_lazy_and_names_the_fix(tmp_path: Path) -> None:
     message = missing_folder_message(p, p.verifier)
     assert message is not None and "verifier (tokenizer_path)" in message and "flan-t5-base" in message
 
-    starter = model_set_from_profile(load_profile("starter", models_dir=tmp_path), device="cpu", batch_size=1)
+    starter = models_from_profile(load_profile("starter", models_dir=tmp_path), device="cpu", batch_size=1)
     assert not starter.has("verifier")  # the starter judge verifies claims itself
     with pytest.raises(ModelNotProvisioned, match="offline-eval models setup-starter"):
         starter.get("judge")
@@ -273,7 +273,7 @@ def test_model_set_creates_backend_through_registry(tmp_path: Path) -> None:
         f'[judge]\nbackend = "scripted"\npath = {json.dumps(str(script))}\n[judge.options]\nbatch_size = 5\n'
         '[verifier]\nbackend = "judge"\n[embedder]\nbackend = "sentence-transformers"\npath = "e"\n',
     )
-    models = model_set_from_profile(load_profile(str(manifest)), device="cpu", batch_size=None, roles={"judge"})
+    models = models_from_profile(load_profile(str(manifest)), device="cpu", batch_size=None, roles={"judge"})
     assert not models.has("embedder")  # only the roles asked for are configured
     judge = models.get("judge")
     assert type(judge).__name__ == "ScriptedJudge" and judge.batch_size == 5

@@ -12,7 +12,7 @@ model loads: a mismatch stops the run with :class:`ModelChanged`, unless verific
 in which case the manifest's hashes are trusted for the files not already hashed.
 
 :func:`model_identity` is the one place a cache identity is written, from a backend's declaration,
-its folders' fingerprints and its options; the ModelSet of a profile and a backend built directly
+its folders' fingerprints and its options; the Models of a profile and a backend built directly
 both go through it.
 """
 

@@ -20,7 +20,7 @@ The models root is ``--models-dir``, else the manifest's own ``models_root``, el
 ``$OFFLINE_EVAL_MODELS``, else ``~/.cache/offline-eval/models``.
 
 Nothing here imports torch or transformers: backends are created lazily by
-:func:`offline_eval.runtime.loading.model_set_from_profile`.
+:func:`offline_eval.runtime.loading.models_from_profile`.
 """
 
 from __future__ import annotations
