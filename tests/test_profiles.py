@@ -319,7 +319,9 @@ def test_cache_location_flags(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -
 
 def test_cli_modules_import_without_torch() -> None:
     code = (
-        "import sys, offline_eval.runtime.models_cli, offline_eval.runtime.profiles, offline_eval.runtime.provision;"
+        "import sys, offline_eval.runtime.models_cli, offline_eval.runtime.profiles,"
+        "offline_eval.runtime.provision.check, offline_eval.runtime.provision.pull,"
+        "offline_eval.runtime.provision.starter;"
         "heavy = [m for m in ('torch', 'transformers', 'huggingface_hub', 'sentence_transformers') if m in sys.modules];"
         "print(heavy); sys.exit(1 if heavy else 0)"
     )

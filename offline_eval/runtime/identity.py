@@ -55,6 +55,11 @@ def sha256_file(path: str | os.PathLike[str]) -> str:
     return digest.hexdigest()
 
 
+def hash_folder(folder: Path) -> dict[str, str]:
+    """sha256 of every file of ``folder`` (see :func:`list_files` for what is skipped)."""
+    return {name: sha256_file(folder / name) for name in list_files(folder)}
+
+
 def list_files(folder: Path) -> list[str]:
     """Every regular file under ``folder`` as a POSIX relative name, sorted; names with a component
     starting with "." (``.cache/huggingface`` left by downloads, provenance notes) are skipped."""

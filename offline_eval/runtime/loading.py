@@ -9,7 +9,7 @@ from typing import Any
 
 from offline_eval.engine.models import Models
 from offline_eval.runtime.identity import content_fingerprint, model_identity
-from offline_eval.runtime.provision import STARTER_MARKER
+from offline_eval.runtime.provision.starter import STARTER_MARKER
 from offline_eval.runtime.profiles import (
     Folder, ModelNotProvisioned, Profile, RoleSpec, backend_kwargs, missing_folder_message,
 )
