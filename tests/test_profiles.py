@@ -299,6 +299,22 @@ def test_command_line_model_flags_become_profile_overrides(tmp_path: Path) -> No
     assert profile.judge.path == tmp_path / "j"
 
 
+def test_a_portable_model_choice_names_the_same_files_from_anywhere(tmp_path: Path, monkeypatch) -> None:
+    """What a Ray replica rebuilds the models from: relative paths made absolute here; a built-in profile's
+    name, ``~``, ``pkg:`` and a server's URL left for each node to read as written."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "tiny.toml").write_text("")
+    choice = ModelChoice(profile="tiny.toml", models_dir=Path("models"), judge="j", embedder="~/e",
+                         hhem="pkg:offline_eval/models", hhem_tokenizer=str(tmp_path / "t"), batch_size=3)
+    portable = choice.portable()
+    assert portable.profile == str(tmp_path / "tiny.toml") and portable.models_dir == tmp_path / "models"
+    assert portable.judge == str(tmp_path / "j") and portable.embedder == "~/e"
+    assert portable.hhem == "pkg:offline_eval/models" and portable.hhem_tokenizer == str(tmp_path / "t")
+    assert portable.batch_size == 3 and choice.judge == "j"  # a copy
+    assert ModelChoice(profile="cpu", judge="http://host:8000/v1").portable() == \
+        ModelChoice(profile="cpu", judge="http://host:8000/v1")
+
+
 def test_cache_location_flags(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("OFFLINE_EVAL_CACHE", str(tmp_path / "env.sqlite"))
     cache = open_cache(argparse.Namespace(cache=None, no_cache=False))
