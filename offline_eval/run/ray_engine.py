@@ -3,9 +3,10 @@
 The dataset's unfinished samples are cut into contiguous shards. Each replica is a Ray actor that
 builds its models once, from the run's :class:`~offline_eval.run.config.ModelChoice` (profile name or
 manifest path, the model flags, device, batch sizes; its paths made absolute on the driver), and runs
-the ordinary staged engine (``runner.run_in_process``) over every shard it is given. Rows and committed cache batches stream back to the driver as they finish; the
-driver writes ``results.jsonl`` row by row, then the sorted file, ``summary.json`` and ``run.json``
-exactly as a single-process run does (same fingerprint: a single-process run folder can be resumed
+the ordinary staged engine (``runner.run_in_process``) over every shard it is given. Rows and
+committed cache batches stream back to the driver as they finish; the driver writes
+``results.jsonl`` row by row, then the sorted file, ``summary.json`` and ``run.json`` exactly as a
+single-process run does (same fingerprint: a single-process run folder can be resumed
 with Ray and the other way round).
 
 Fault tolerance
