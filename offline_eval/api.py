@@ -85,7 +85,7 @@ class EvalResult:
                                    encoding="utf-8")
         (out / SUMMARY).write_text(json.dumps(self.summary, indent=2, ensure_ascii=False), encoding="utf-8")
         (out / RUN_INFO).write_text(json.dumps(self.run, indent=2, ensure_ascii=False, default=str),
-                                       encoding="utf-8")
+                                    encoding="utf-8")
         return out
 
     def report(self, path: str | Path | None = None) -> Path:
@@ -142,8 +142,8 @@ def evaluate(data: Any, metrics: Iterable[Any] | None = None, *, models: Models 
     ``offline-eval run``'s flags, from ``EvalSettings.option_names()``) and each metric's options
     (``<metric>_<option>``).
     """
-    from offline_eval.engine.cache_location import cache_path
     from offline_eval.engine.cache import ResultCache
+    from offline_eval.engine.cache_location import cache_path
     from offline_eval.run.folder import RUN_INFO
 
     config = RunConfig(metrics=list(metrics) if metrics is not None else None,
