@@ -81,7 +81,7 @@ class PlainSupport(Metric):
     requires = ("answer", "contexts")
     roles = frozenset({"judge"})
 
-    def score(self, sample, ctx):
+    def score(self, sample, settings):
         body = (f"Context:\n{chr(10).join(sample.contexts)}\n\nStatement:\n{sample.answer}\n\n"
                 "Is the statement fully supported by the context? Answer Yes or No.")
         probs = yield ScoreOptions(prompt=messages(("system", PLAIN_SYSTEM), ("user", body)), options=("Yes", "No"))
@@ -95,7 +95,7 @@ class PlainCorrect(Metric):
     requires = ("question", "answer", "ground_truth")
     roles = frozenset({"judge"})
 
-    def score(self, sample, ctx):
+    def score(self, sample, settings):
         body = (f"Question: {sample.question}\nReference answer: {sample.ground_truth}\n\nAnswer:\n{sample.answer}\n\n"
                 "Is the answer correct according to the reference answer? Answer Yes or No.")
         probs = yield ScoreOptions(prompt=messages(("system", PLAIN_SYSTEM), ("user", body)), options=("Yes", "No"))

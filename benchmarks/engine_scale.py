@@ -58,8 +58,8 @@ def samples(n: int):
 
 def child(n: int, window: int | None, workdir: Path) -> dict:
     from offline_eval.engine.cache import ResultCache
-    from offline_eval.engine.models import ModelSet
-    from offline_eval.run.runner import DEFAULT_WINDOW, evaluate
+    from offline_eval.engine.models import Models
+    from offline_eval.run.runner import DEFAULT_WINDOW, run_in_process
     from offline_eval.metrics import resolve_metrics
     from offline_eval.metrics.settings import EvalSettings
     from offline_eval.runtime.hashing_embedder import HashingEmbedder
@@ -85,13 +85,13 @@ def child(n: int, window: int | None, workdir: Path) -> dict:
 
     data = list(samples(n))
     metrics, _ = resolve_metrics(RAGAS_METRICS)
-    models = ModelSet()
+    models = Models()
     models.add_instance("judge", ScriptedJudge(script=SCRIPT, batch_size=64, keep_prompts=False))
     models.add_instance("embedder", HashingEmbedder(batch_size=256))
     cache = ResultCache(workdir / "cache.sqlite")
     start = time.perf_counter()
-    out = evaluate(data, metrics, models, EvalSettings(verifier="judge", claims="llm"), workdir / "run",
-                   cache=cache, window=window or DEFAULT_WINDOW)
+    out = run_in_process(data, metrics, models, EvalSettings(verifier="judge", claims="llm"), workdir / "run",
+                         cache=cache, window=window or DEFAULT_WINDOW)
     scored = time.perf_counter()
     cache.close()  # folds the run's journal into the cache's results table: part of the cost
     wall = time.perf_counter() - start

@@ -90,7 +90,7 @@ def main(argv: list[str] | None = None) -> int:
     import torch
 
     from offline_eval.engine.cache import ResultCache
-    from offline_eval.run.runner import evaluate
+    from offline_eval.run.runner import run_in_process
 
     samples, metrics, names, settings, models, wrappers = bench_setup(args)
     meta = {"date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
@@ -104,8 +104,8 @@ def main(argv: list[str] | None = None) -> int:
             wrapper.batch_size = wrapper._backend.batch_size = batch
         t0 = time.perf_counter()
         with __import__("tempfile").TemporaryDirectory() as tmp:
-            out = evaluate(samples, metrics, models, settings, tmp, cache=ResultCache(None), per_row=per_row,
-                           window=window or len(samples))
+            out = run_in_process(samples, metrics, models, settings, tmp, cache=ResultCache(None), per_row=per_row,
+                                 window=window or len(samples))
             rows = out.results
         print(f"[{label}] {time.perf_counter() - t0:.0f} s", file=sys.stderr, flush=True)
         return rows

@@ -44,8 +44,9 @@ def main() -> int:
 
     import ray
 
-    from offline_eval.run.ray_engine import OBJECT_STORE_BYTES, ModelSpec, run_with_ray
-    from offline_eval.run.runner import evaluate
+    from offline_eval.run.config import ModelChoice, configure_models
+    from offline_eval.run.ray_engine import OBJECT_STORE_BYTES, run_with_ray
+    from offline_eval.run.runner import run_in_process
     from offline_eval.metrics import resolve_metrics
     from offline_eval.metrics.settings import EvalSettings
     from tests import tiny_models
@@ -61,12 +62,13 @@ def main() -> int:
                                                  tiny_models.build_embedder(models / "embedder")))
     samples = _samples(args.n)
     metrics, aggregate = resolve_metrics(METRICS)
-    spec = ModelSpec.create(profile, roles={r for m in metrics for r in m.roles}, batch_size=args.batch_size)
+    choice = ModelChoice(profile=profile, batch_size=args.batch_size)
     settings = EvalSettings(verifier="hhem", max_tokens=args.max_tokens)
     replica_counts = [int(x) for x in args.replicas.split(",")]
 
     t0 = time.perf_counter()
-    local = evaluate(samples, metrics, spec.model_set(), settings, work / "local", aggregate=aggregate)
+    local_models = configure_models(choice, {r for m in metrics for r in m.roles})
+    local = run_in_process(samples, metrics, local_models, settings, work / "local", aggregate=aggregate)
     baseline_s = time.perf_counter() - t0
 
     cpus = max(replica_counts)
@@ -78,7 +80,7 @@ def main() -> int:
     try:
         for replicas in replica_counts:
             t0 = time.perf_counter()
-            out = run_with_ray(samples, metrics, settings, spec, work / f"ray-{replicas}", aggregate=aggregate,
+            out = run_with_ray(samples, metrics, settings, choice, work / f"ray-{replicas}", aggregate=aggregate,
                                replicas=replicas)
             wall = time.perf_counter() - t0
             assert_same_scores([r["scores"] for r in out.results], [r["scores"] for r in local.results])

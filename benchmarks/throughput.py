@@ -4,11 +4,11 @@
 Runs the first N rows of a dataset through the model-based Ragas metrics twice, back to back, with
 the same already-loaded models:
 
-* ``batched``: ``evaluate(...)`` as ``offline-eval run`` does it: every stage batched across the
+* ``batched``: ``run_in_process(...)`` as ``offline-eval run`` does it: every stage batched across the
   whole dataset;
-* ``per-row``: ``evaluate(..., per_row=True)`` (``offline-eval run --per-row``): one sample at a time,
+* ``per-row``: ``run_in_process(..., per_row=True)`` (``offline-eval run --per-row``): one sample at a time,
   as the reference tools do;
-* ``windowed-W`` (any W, on request): ``evaluate(..., window=W)`` (``offline-eval run --window W``):
+* ``windowed-W`` (any W, on request): ``run_in_process(..., window=W)`` (``offline-eval run --window W``):
   every stage batched across windows of W rows, results written window by window.
 
 Each mode gets its own in-memory cache (``--no-cache``) and its own engine, so neither reuses the
@@ -118,18 +118,18 @@ class Timed:
 
 
 def build_models(args: argparse.Namespace, roles: set[str]):
-    """The run's ModelSet exactly as ``offline-eval run --profile starter --judge J --embedder E
+    """The run's Models exactly as ``offline-eval run --profile starter --judge J --embedder E
     --verifier judge`` builds it, then loaded and wrapped in timers."""
-    from offline_eval.engine.models import ModelSet
-    from offline_eval.runtime.loading import model_set_from_profile
+    from offline_eval.engine.models import Models
+    from offline_eval.runtime.loading import models_from_profile
     from offline_eval.runtime.profiles import load_profile
 
     profile = load_profile("starter").with_overrides(judge_path=str(args.judge), verifier="judge",
                                                      embedder_path=str(args.embedder))
     profile.judge.options["max_model_len"] = args.max_model_len
     profile.judge.options["dtype"] = args.dtype
-    lazy = model_set_from_profile(profile, device="cpu", batch_size=args.batch_size, roles=roles)
-    timed = ModelSet()
+    lazy = models_from_profile(profile, device="cpu", batch_size=args.batch_size, roles=roles)
+    timed = Models()
     wrappers = {}
     for role in sorted(roles):
         t0 = time.perf_counter()
@@ -188,7 +188,7 @@ def summarize_scores(rows: list[dict[str, Any]], names: list[str]) -> dict[str, 
 
 def run_mode(mode: str, samples, metrics, models, wrappers, settings, workdir: Path) -> dict[str, Any]:
     from offline_eval.engine.cache import ResultCache
-    from offline_eval.run.runner import evaluate
+    from offline_eval.run.runner import run_in_process
 
     for w in wrappers.values():
         w.reset()
@@ -199,8 +199,8 @@ def run_mode(mode: str, samples, metrics, models, wrappers, settings, workdir: P
     load0 = os.getloadavg()[0]
     t0, c0 = time.perf_counter(), time.process_time()
     window = int(mode.split("-", 1)[1]) if mode.startswith("windowed-") else len(samples)  # batched: one window
-    result = evaluate(samples, metrics, models, settings, out_dir, cache=cache, per_row=(mode == "per-row"),
-                      window=window)
+    result = run_in_process(samples, metrics, models, settings, out_dir, cache=cache, per_row=(mode == "per-row"),
+                            window=window)
     wall, cpu = time.perf_counter() - t0, time.process_time() - c0
     cache.close()
     names = [m.name for m in metrics]

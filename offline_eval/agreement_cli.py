@@ -13,9 +13,8 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from offline_eval.cli_models import (
-    HelpFormatter, add_cache_arguments, add_model_arguments, add_settings_arguments, positive_int,
-)
+from offline_eval.cli_models import add_cache_arguments, add_model_arguments, add_settings_arguments, positive_int
+from offline_eval.options import HelpFormatter
 
 
 def _run(args: argparse.Namespace) -> int:

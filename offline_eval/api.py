@@ -23,8 +23,9 @@ from pathlib import Path
 from typing import Any, Iterable, Mapping
 
 from offline_eval.data.schema import DataError, Sample
+from offline_eval.engine.models import Models
 from offline_eval.records import ResultRow, RunSummary
-from offline_eval.run.config import ModelChoice, Models, RunConfig, build_run, configure_models
+from offline_eval.run.config import ModelChoice, RunConfig, build_run, configure_models
 
 __all__ = ["Models", "EvalResult", "load_models", "evaluate", "compare"]
 
@@ -91,14 +92,14 @@ class EvalResult:
         return out
 
     def _write(self, out: Path) -> Path:
-        from offline_eval.run.folder import FINGERPRINT, RESULTS, SUMMARY
+        from offline_eval.run.folder import RESULTS, RUN_INFO, SUMMARY
 
         out.mkdir(parents=True, exist_ok=True)
         (out / RESULTS).write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in self.rows),
                                    encoding="utf-8")
         (out / SUMMARY).write_text(json.dumps(self.summary, indent=2, ensure_ascii=False), encoding="utf-8")
-        (out / FINGERPRINT).write_text(json.dumps(self.run, indent=2, ensure_ascii=False, default=str),
-                                       encoding="utf-8")
+        (out / RUN_INFO).write_text(json.dumps(self.run, indent=2, ensure_ascii=False, default=str),
+                                    encoding="utf-8")
         return out
 
     def report(self, path: str | Path | None = None) -> Path:
@@ -155,9 +156,9 @@ def evaluate(data: Any, metrics: Iterable[Any] | None = None, *, models: Models 
     ``offline-eval run``'s flags, from ``EvalSettings.option_names()``) and each metric's options
     (``<metric>_<option>``).
     """
-    from offline_eval.cli_models import cache_path
     from offline_eval.engine.cache import ResultCache
-    from offline_eval.run.folder import FINGERPRINT
+    from offline_eval.engine.cache_location import cache_path
+    from offline_eval.run.folder import RUN_INFO
 
     config = RunConfig(metrics=list(metrics) if metrics is not None else None,
                        models=ModelChoice(profile=profile, judge=judge, embedder=embedder, verifier=verifier,
@@ -170,7 +171,7 @@ def evaluate(data: Any, metrics: Iterable[Any] | None = None, *, models: Models 
             tempfile.TemporaryDirectory(prefix="offline-eval-") as tmp:
         folder = Path(output) if output is not None else Path(tmp)
         out = run.execute(samples, folder, cache=store, run_info=info)
-        record = json.loads((folder / FINGERPRINT).read_text(encoding="utf-8"))
+        record = json.loads((folder / RUN_INFO).read_text(encoding="utf-8"))
         return EvalResult(list(out.result_rows()), out.run_summary, record,
                           Path(output) if output is not None else None)
 

@@ -27,7 +27,7 @@ from typing import Any, Iterable, Mapping, Sequence
 
 import numpy as np
 
-from offline_eval.agreement import balanced_accuracy, roc_auc
+from offline_eval.rank_stats import balanced_accuracy, roc_auc
 from offline_eval.records import ResultRow
 from offline_eval.runtime.identity import CALIBRATION_FILE
 from offline_eval.metrics.settings import EvalSettings

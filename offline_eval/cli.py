@@ -26,10 +26,10 @@ from typing import Any
 
 from offline_eval import __version__
 from offline_eval.cli_models import (
-    HelpFormatter, add_cache_arguments, add_calibration_arguments, add_model_arguments, add_settings_arguments,
-    apply_threads, open_cache, positive_int,
+    add_cache_arguments, add_calibration_arguments, add_model_arguments, add_settings_arguments, apply_threads,
+    open_cache, positive_int,
 )
-from offline_eval.options import add_field_arguments, boolean, items
+from offline_eval.options import HelpFormatter, add_field_arguments, boolean, items
 
 SUBCOMMAND_MODULES = ("offline_eval.runtime.models_cli", "offline_eval.engine.cache_cli", "offline_eval.retrieval.cli",
                       "offline_eval.report.cli", "offline_eval.testset.cli", "offline_eval.agreement_cli",
@@ -207,20 +207,12 @@ def _run_progress(samples: int, engine: str | None, show: bool = True) -> Any:
     """One line for the whole local run (offline_eval.progress; with ``show`` False, --quiet, it draws
     nothing and keeps count of what is saved, for the line of an interrupted run); Ray's driver keeps
     its samples bar."""
+    from offline_eval.progress import RunProgress, StageBars
+
     if engine == "ray":
-        return _Progress() if show else None
-    from offline_eval.progress import RunProgress
+        return StageBars() if show else None
 
     return RunProgress(samples, show=show)
-
-
-class _Progress:
-    """tqdm bars on stderr, one per backend stage."""
-
-    def __call__(self, description: str, total: int):
-        from tqdm import tqdm
-        return tqdm(total=total, desc=description, unit="req", leave=False, file=sys.stderr,
-                    dynamic_ncols=True)
 
 
 class Interrupted(KeyboardInterrupt):

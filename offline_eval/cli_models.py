@@ -9,23 +9,13 @@ registering a command stays cheap.
 from __future__ import annotations
 
 import argparse
-import os
 from pathlib import Path
 from typing import Any
 
+from offline_eval.engine.cache_location import DEFAULT_CACHE, cache_path
 from offline_eval.options import add_field_arguments, positive_int
 from offline_eval.runtime.registry import backend_names
 
-
-class HelpFormatter(argparse.HelpFormatter):
-    """Shows a flag's default once: only when it has one and its help does not already say it."""
-
-    def _get_help_string(self, action: argparse.Action) -> str:
-        text = action.help or ""
-        if not action.option_strings or action.default in (None, False, [], argparse.SUPPRESS) or "default" in text:
-            return text
-        return f"{text} (default: %(default)s)"
-DEFAULT_CACHE = Path("~/.cache/offline-eval/cache.sqlite")
 
 def add_model_arguments(group: argparse._ArgumentGroup, *, verifier: bool = True, embedder: bool = True,
                         device: bool = True) -> None:
@@ -150,11 +140,6 @@ class DeferredCache:
 
     def __exit__(self, *exc: Any) -> None:
         self.close()
-
-
-def cache_path(path: str | Path | None = None) -> Path:
-    """The cache file: ``path``, else $OFFLINE_EVAL_CACHE, else the default."""
-    return Path(path or os.environ.get("OFFLINE_EVAL_CACHE", DEFAULT_CACHE)).expanduser()
 
 
 def add_settings_arguments(group: argparse._ArgumentGroup, *, aggregate: bool = True) -> None:

@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from offline_eval.cli_models import HelpFormatter
+from offline_eval.options import HelpFormatter
 
 
 def cmd_estimate(args: argparse.Namespace) -> int:

@@ -27,6 +27,16 @@ import typing
 from typing import Any, Callable, Literal, Mapping
 
 
+class HelpFormatter(argparse.HelpFormatter):
+    """Shows a flag's default once: only when it has one and its help does not already say it."""
+
+    def _get_help_string(self, action: argparse.Action) -> str:
+        text = action.help or ""
+        if not action.option_strings or action.default in (None, False, [], argparse.SUPPRESS) or "default" in text:
+            return text
+        return f"{text} (default: %(default)s)"
+
+
 def positive_int(text: str) -> int:
     """A whole number >= 1 (counts and sizes; the flag is named by argparse's error)."""
     return _whole_number(text, 1)

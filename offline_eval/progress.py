@@ -53,6 +53,17 @@ class _Stage:
         self.run._refresh()
 
 
+class StageBars:
+    """An engine progress factory that draws a tqdm bar on stderr per backend stage: for the commands
+    whose work is not one run's samples (agreement over a labelled set, Ray's driver)."""
+
+    def __call__(self, description: str, total: int) -> Any:
+        from tqdm import tqdm
+
+        return tqdm(total=total, desc=description, unit="req", leave=False, file=sys.stderr,
+                    dynamic_ncols=True)
+
+
 def _is_terminal(stream: Any) -> bool:
     try:
         return bool(stream.isatty())

@@ -91,17 +91,17 @@ def measure(manifest: Path, data: Path, device: str, batch_sizes: list[int], row
 
     from offline_eval.data.readers import read_dataset
     from offline_eval.engine.cache import ResultCache
-    from offline_eval.engine.models import ModelSet
-    from offline_eval.run.runner import evaluate
+    from offline_eval.engine.models import Models
+    from offline_eval.run.runner import run_in_process
     from offline_eval.metrics import resolve_metrics
     from offline_eval.metrics.settings import EvalSettings
-    from offline_eval.runtime.loading import model_set_from_profile
+    from offline_eval.runtime.loading import models_from_profile
     from offline_eval.runtime.profiles import load_profile
 
     profile = load_profile(str(manifest))
     metrics, _ = resolve_metrics(METRICS)
     roles = {r for m in metrics for r in m.roles}
-    lazy = model_set_from_profile(profile, device=device, batch_size=batch_sizes[0], roles=roles)
+    lazy = models_from_profile(profile, device=device, batch_size=batch_sizes[0], roles=roles)
     started = time.perf_counter()
     backends = {role: lazy.get(role) for role in sorted(roles)}
     print(f"models loaded in {time.perf_counter() - started:.0f} s", file=sys.stderr, flush=True)
@@ -112,7 +112,7 @@ def measure(manifest: Path, data: Path, device: str, batch_sizes: list[int], row
     plan += [("batched", batch_sizes[0], per_row_rows), ("per-row", batch_sizes[0], per_row_rows)]
     results = []
     for mode, size, n in plan:
-        timed = ModelSet()
+        timed = Models()
         wrappers = {}
         for role, backend in backends.items():
             backend.batch_size = size
@@ -122,8 +122,8 @@ def measure(manifest: Path, data: Path, device: str, batch_sizes: list[int], row
             torch.cuda.synchronize()
             torch.cuda.reset_peak_memory_stats()
         t0 = time.perf_counter()
-        out = evaluate(samples[:n], metrics, timed, settings, workdir / f"{mode}-{size}-{n}",
-                       cache=ResultCache(None), per_row=(mode == "per-row"))
+        out = run_in_process(samples[:n], metrics, timed, settings, workdir / f"{mode}-{size}-{n}",
+                             cache=ResultCache(None), per_row=(mode == "per-row"))
         if gpu:
             torch.cuda.synchronize()
         wall = time.perf_counter() - t0

@@ -7,10 +7,10 @@ from typing import Any
 
 from offline_eval.data.schema import Sample
 from offline_eval.engine.executor import Engine, Task
-from offline_eval.engine.models import ModelSet
+from offline_eval.engine.models import Models
 from offline_eval.metrics.base import Metric, Score, as_score, start
 from offline_eval.metrics.settings import EvalSettings
-from offline_eval.run.config import Models, Run, RunConfig, build_run
+from offline_eval.run.config import Run, RunConfig, build_run
 from offline_eval.runtime.profiles import load_profile
 from offline_eval.runtime.hashing_embedder import HashingEmbedder
 from offline_eval.runtime.scripted import ScriptedJudge, ScriptedVerifier
@@ -21,24 +21,23 @@ def claims_rule(match: str, claims: list[str]) -> dict[str, Any]:
 
 
 def models(judge: ScriptedJudge | None = None, verifier: ScriptedVerifier | None = None,
-           embedder: Any = None) -> ModelSet:
-    ms = ModelSet()
+           embedder: Any = None) -> Models:
+    ms = Models()
     ms.add_instance("judge", judge or ScriptedJudge(script={}))
     ms.add_instance("verifier", verifier or ScriptedVerifier())
     ms.add_instance("embedder", embedder or HashingEmbedder())
     return ms
 
 
-def score(metric: Metric, sample: Sample, model_set: ModelSet, settings: EvalSettings | None = None) -> Score:
+def score(metric: Metric, sample: Sample, model_set: Models, settings: EvalSettings | None = None) -> Score:
     settings = settings or EvalSettings()
     engine = Engine(model_set)
     [task] = engine.run([Task(key=0, generator=start(metric, sample, settings))])
     return as_score(task.result)
 
 
-def run_of(model_set: ModelSet, metrics: list[str], **options: Any) -> Run:
+def run_of(model_set: Models, metrics: list[str], **options: Any) -> Run:
     """The Run of ``metrics`` on these models (the starter profile's manifest standing in for a profile:
     the judge verifies), with ``options`` as the API's keywords."""
-    profile = load_profile("starter")
-    return build_run(RunConfig(metrics=metrics, options=options, overwrite=True),
-                     models=Models(profile, model_set, {"judge", "verifier", "embedder"}))
+    model_set.profile = load_profile("starter")
+    return build_run(RunConfig(metrics=metrics, options=options, overwrite=True), models=model_set)

@@ -14,7 +14,7 @@ import pytest
 
 from offline_eval.cli import main
 from offline_eval.engine.cache import CacheDamaged, ResultCache
-from offline_eval.run.runner import evaluate
+from offline_eval.run.runner import run_in_process
 from offline_eval.metrics import resolve_metrics
 from offline_eval.metrics.settings import EvalSettings
 from offline_eval.runtime.hashing_embedder import HashingEmbedder
@@ -28,8 +28,8 @@ REPO = Path(__file__).resolve().parents[1]
 def _run(tmp_path: Path, cache: ResultCache, name: str):
     metrics, _ = resolve_metrics(["faithfulness", "answer_similarity"])
     judge = ScriptedJudge(script=SCRIPT)
-    out = evaluate(_samples(4), metrics, models(judge, embedder=HashingEmbedder()), EvalSettings(claims="llm"),
-                   tmp_path / name, cache=cache)
+    out = run_in_process(_samples(4), metrics, models(judge, embedder=HashingEmbedder()), EvalSettings(claims="llm"),
+                         tmp_path / name, cache=cache)
     return judge, out
 
 

@@ -51,7 +51,7 @@ def test_fail_under_sets_the_exit_code(tmp_path, capsys):
 def test_bad_flags_fail_with_one_line_before_any_model_loads(tmp_path, capsys, monkeypatch, extra, message):
     import torch
 
-    from offline_eval.engine.models import ModelSet
+    from offline_eval.engine.models import Models
 
     if "--device" in extra and torch.cuda.is_available():
         pytest.skip("this machine has CUDA")
@@ -59,7 +59,7 @@ def test_bad_flags_fail_with_one_line_before_any_model_loads(tmp_path, capsys, m
     def no_loading(self, role):
         raise AssertionError(f"the {role} model was loaded")
 
-    monkeypatch.setattr(ModelSet, "get", no_loading)
+    monkeypatch.setattr(Models, "get", no_loading)
     out = tmp_path / "run"
     rc = main(["run", "--dataset", str(EXAMPLES), "--profile", "starter", "--quiet", "--no-report",
                "--output", str(out), *extra])

@@ -18,7 +18,7 @@ from offline_eval.cli import main
 from offline_eval.data.readers import read_dataset
 from offline_eval.data.schema import Sample
 from offline_eval.engine.cache import ResultCache
-from offline_eval.run.runner import evaluate
+from offline_eval.run.runner import run_in_process
 from offline_eval.metrics import resolve_metrics
 from offline_eval.metrics.settings import EvalSettings
 from offline_eval.runtime.hashing_embedder import HashingEmbedder
@@ -49,8 +49,8 @@ def _samples(n: int) -> list[Sample]:
 def _run(samples, tmp_path, batch_size, names=ALL):
     judge = ScriptedJudge(script=SCRIPT, batch_size=batch_size)
     metrics, aggregate = resolve_metrics(names)
-    out = evaluate(samples, metrics, models(judge, embedder=HashingEmbedder(batch_size=batch_size)),
-                   EvalSettings(claims="llm"), tmp_path / f"bs{batch_size}-{len(samples)}")
+    out = run_in_process(samples, metrics, models(judge, embedder=HashingEmbedder(batch_size=batch_size)),
+                         EvalSettings(claims="llm"), tmp_path / f"bs{batch_size}-{len(samples)}")
     return judge, out
 
 
@@ -76,7 +76,7 @@ def test_calls_per_stage_is_ceil_of_requests_over_batch(tmp_path):
     samples = _samples(20)
     metrics, _ = resolve_metrics(["faithfulness"])
     judge = ScriptedJudge(script=SCRIPT, batch_size=6)
-    out = evaluate(samples, metrics, models(judge), EvalSettings(claims="llm", context_window=0), tmp_path / "f")
+    out = run_in_process(samples, metrics, models(judge), EvalSettings(claims="llm", context_window=0), tmp_path / "f")
     # Stage 1: 20 claim extractions; stage 2: one P(Yes) per distinct (contexts, claim) pair and two
     # probes per distinct contexts (an empty statement for the baseline correction, an absurd one for
     # credulity): the scripted judge gives 3 claims per English row and 2 per Chinese one, and rows 13-20
@@ -97,7 +97,7 @@ def test_scores_identical_across_batch_sizes_and_per_row_mode(tmp_path):
     assert [r["scores"] for r in a.results] == [r["scores"] for r in b.results]
     metrics, _ = resolve_metrics(ALL)
     judge = ScriptedJudge(script=SCRIPT, batch_size=16)
-    c = evaluate(samples, metrics, models(judge), EvalSettings(claims="llm"), tmp_path / "per-row", per_row=True)
+    c = run_in_process(samples, metrics, models(judge), EvalSettings(claims="llm"), tmp_path / "per-row", per_row=True)
     assert [r["scores"] for r in c.results] == [r["scores"] for r in a.results]
     assert judge.calls["generate"] > a.stats["backend_calls"]["generate"] / 16
 
@@ -106,10 +106,10 @@ def test_cache_makes_a_rerun_free(tmp_path):
     samples = _samples(6)
     metrics, _ = resolve_metrics(ALL)
     cache = ResultCache(tmp_path / "cache.sqlite")
-    first = evaluate(samples, metrics, models(ScriptedJudge(script=SCRIPT)), EvalSettings(), tmp_path / "a",
-                     cache=cache)
+    first = run_in_process(samples, metrics, models(ScriptedJudge(script=SCRIPT)), EvalSettings(), tmp_path / "a",
+                           cache=cache)
     judge = ScriptedJudge(script=SCRIPT)
-    second = evaluate(samples, metrics, models(judge), EvalSettings(), tmp_path / "b", cache=cache)
+    second = run_in_process(samples, metrics, models(judge), EvalSettings(), tmp_path / "b", cache=cache)
     assert sum(judge.calls.values()) == 0
     assert [r["scores"] for r in first.results] == [r["scores"] for r in second.results]
 
@@ -228,7 +228,7 @@ def test_a_rejected_request_unscores_its_task_only(tmp_path):
                                      *SCRIPT["generate"]]}
     metrics, _ = resolve_metrics(["faithfulness"])
     judge = ScriptedJudge(script=script, batch_size=4)
-    out = evaluate(samples, metrics, models(judge), EvalSettings(claims="llm"), tmp_path / "r")
+    out = run_in_process(samples, metrics, models(judge), EvalSettings(claims="llm"), tmp_path / "r")
     reasons = [r["scores"]["faithfulness"].get("reason") for r in out.results]
     assert reasons[0] == "request_failed"
     assert "prompt too long" in out.results[0]["scores"]["faithfulness"]["explanation"]
@@ -253,7 +253,8 @@ def test_a_run_collects_garbage_less_often_and_restores_the_collector(tmp_path, 
     monkeypatch.setattr(runner, "_score_window", spy)
     before = (gc.get_threshold(), gc.get_freeze_count())
     metrics, _ = resolve_metrics(["faithfulness"])
-    evaluate(_samples(4), metrics, models(ScriptedJudge(script=SCRIPT)), EvalSettings(claims="llm"), tmp_path / "a")
+    run_in_process(_samples(4), metrics, models(ScriptedJudge(script=SCRIPT)), EvalSettings(claims="llm"),
+                   tmp_path / "a")
     assert seen and all(t == runner.GC_THRESHOLD and frozen > 0 for t, frozen in seen)
     assert (gc.get_threshold(), gc.get_freeze_count()) == before
     gc.freeze()  # a caller that froze its own objects keeps them frozen

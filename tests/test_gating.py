@@ -132,8 +132,8 @@ def test_a_metrics_declared_direction_reaches_the_summary_and_the_gate(tmp_path)
     """The direction lives on the metric (Metric.higher_is_better), summary.json records it, and the
     gate reads it from there: a metric from outside the package needs no table anywhere."""
     from offline_eval.data.schema import Sample
-    from offline_eval.engine.models import ModelSet
-    from offline_eval.run.runner import evaluate
+    from offline_eval.engine.models import Models
+    from offline_eval.run.runner import run_in_process
     from offline_eval.metrics.base import Metric, Score
     from offline_eval.metrics.settings import EvalSettings
     from offline_eval.report._run import lower_is_better
@@ -146,7 +146,7 @@ def test_a_metrics_declared_direction_reaches_the_summary_and_the_gate(tmp_path)
             return Score(0.3)
 
     samples = [Sample(id=str(i), question="q", answer="a", contexts=["c"]) for i in range(3)]
-    out = evaluate(samples, [ErrorShare()], ModelSet(), EvalSettings(), tmp_path / "run")
+    out = run_in_process(samples, [ErrorShare()], Models(), EvalSettings(), tmp_path / "run")
     entry = out.summary["metrics"]["error_share"]
     assert entry["higher_is_better"] is False and lower_is_better("error_share", entry)
     assert check_thresholds(out.summary, {"error_share": 0.5}) == []

@@ -12,9 +12,8 @@ import pytest
 
 from offline_eval.cli import main
 from offline_eval.runtime.identity import (
-    CALIBRATION_FILE, HashMemo, ModelChanged, content_fingerprint, file_hashes,
+    CALIBRATION_FILE, HashMemo, ModelChanged, content_fingerprint, file_hashes, sha256_file,
 )
-from offline_eval.runtime.provision import sha256_file
 from tests import tiny_models
 
 

@@ -17,7 +17,7 @@ from offline_eval.engine.requests import Generate, messages
 from offline_eval.cli_models import add_model_arguments, open_cache
 from offline_eval.run.config import ModelChoice
 from offline_eval.runtime import models_cli
-from offline_eval.runtime.loading import model_set_from_profile, resolve_profile
+from offline_eval.runtime.loading import models_from_profile, resolve_profile
 from offline_eval.runtime.profiles import (
     BUILTIN_PROFILES,
     MODELS_ENV,
@@ -248,7 +248,7 @@ def test_manifest_batch_size_is_a_default(tmp_path: Path) -> None:
 
 def test_model_set_is_lazy_and_names_the_fix(tmp_path: Path) -> None:
     p = load_profile("gpu", models_dir=tmp_path)
-    models = model_set_from_profile(p, device="cuda:0", batch_size=4)  # nothing loaded, nothing raised
+    models = models_from_profile(p, device="cuda:0", batch_size=4)  # nothing loaded, nothing raised
     assert models.loaded() == {} and models.has("judge") and models.has("verifier")
     with pytest.raises(ModelNotProvisioned) as info:
         models.get("judge")
@@ -260,7 +260,7 @@ def test_model_set_is_lazy_and_names_the_fix(tmp_path: Path) -> None:
     message = missing_folder_message(p, p.verifier)
     assert message is not None and "verifier (tokenizer_path)" in message and "flan-t5-base" in message
 
-    starter = model_set_from_profile(load_profile("starter", models_dir=tmp_path), device="cpu", batch_size=1)
+    starter = models_from_profile(load_profile("starter", models_dir=tmp_path), device="cpu", batch_size=1)
     assert not starter.has("verifier")  # the starter judge verifies claims itself
     with pytest.raises(ModelNotProvisioned, match="offline-eval models setup-starter"):
         starter.get("judge")
@@ -273,7 +273,7 @@ def test_model_set_creates_backend_through_registry(tmp_path: Path) -> None:
         f'[judge]\nbackend = "scripted"\npath = {json.dumps(str(script))}\n[judge.options]\nbatch_size = 5\n'
         '[verifier]\nbackend = "judge"\n[embedder]\nbackend = "sentence-transformers"\npath = "e"\n',
     )
-    models = model_set_from_profile(load_profile(str(manifest)), device="cpu", batch_size=None, roles={"judge"})
+    models = models_from_profile(load_profile(str(manifest)), device="cpu", batch_size=None, roles={"judge"})
     assert not models.has("embedder")  # only the roles asked for are configured
     judge = models.get("judge")
     assert type(judge).__name__ == "ScriptedJudge" and judge.batch_size == 5
@@ -299,6 +299,22 @@ def test_command_line_model_flags_become_profile_overrides(tmp_path: Path) -> No
     assert profile.judge.path == tmp_path / "j"
 
 
+def test_a_portable_model_choice_names_the_same_files_from_anywhere(tmp_path: Path, monkeypatch) -> None:
+    """What a Ray replica rebuilds the models from: relative paths made absolute here; a built-in profile's
+    name, ``~``, ``pkg:`` and a server's URL left for each node to read as written."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "tiny.toml").write_text("")
+    choice = ModelChoice(profile="tiny.toml", models_dir=Path("models"), judge="j", embedder="~/e",
+                         hhem="pkg:offline_eval/models", hhem_tokenizer=str(tmp_path / "t"), batch_size=3)
+    portable = choice.portable()
+    assert portable.profile == str(tmp_path / "tiny.toml") and portable.models_dir == tmp_path / "models"
+    assert portable.judge == str(tmp_path / "j") and portable.embedder == "~/e"
+    assert portable.hhem == "pkg:offline_eval/models" and portable.hhem_tokenizer == str(tmp_path / "t")
+    assert portable.batch_size == 3 and choice.judge == "j"  # a copy
+    assert ModelChoice(profile="cpu", judge="http://host:8000/v1").portable() == \
+        ModelChoice(profile="cpu", judge="http://host:8000/v1")
+
+
 def test_cache_location_flags(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("OFFLINE_EVAL_CACHE", str(tmp_path / "env.sqlite"))
     cache = open_cache(argparse.Namespace(cache=None, no_cache=False))
@@ -319,7 +335,9 @@ def test_cache_location_flags(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -
 
 def test_cli_modules_import_without_torch() -> None:
     code = (
-        "import sys, offline_eval.runtime.models_cli, offline_eval.runtime.profiles, offline_eval.runtime.provision;"
+        "import sys, offline_eval.runtime.models_cli, offline_eval.runtime.profiles,"
+        "offline_eval.runtime.provision.check, offline_eval.runtime.provision.pull,"
+        "offline_eval.runtime.provision.starter;"
         "heavy = [m for m in ('torch', 'transformers', 'huggingface_hub', 'sentence_transformers') if m in sys.modules];"
         "print(heavy); sys.exit(1 if heavy else 0)"
     )

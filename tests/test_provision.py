@@ -16,19 +16,16 @@ import pytest
 
 from offline_eval.runtime import models_cli
 from offline_eval.runtime.profiles import Folder, load_profile
-from offline_eval.runtime.provision import (
+from offline_eval.runtime.identity import hash_folder, sha256_file
+from offline_eval.runtime.provision.check import check_profile, format_status_table
+from offline_eval.runtime.provision.manifest import dump_toml
+from offline_eval.runtime.provision.pull import download_env, pull_profile
+from offline_eval.runtime.provision.starter import (
     STARTER_FOLDER,
     STARTER_MARKER,
     STARTER_MEMBER,
-    check_profile,
-    download_env,
-    dump_toml,
     extract_starter_gguf,
-    format_status_table,
-    hash_folder,
-    pull_profile,
     setup_starter,
-    sha256_file,
 )
 
 MODEL_FILES = {
@@ -339,7 +336,8 @@ def test_import_gguf_reproduces_the_model(tmp_path: Path) -> None:
     pytest.importorskip("gguf")
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from offline_eval.runtime.provision import import_gguf, smoke_generate
+    from offline_eval.runtime.provision.gguf import import_gguf
+    from offline_eval.runtime.provision.smoke import smoke_generate
     from tests.tiny_models import CHAT_TEMPLATE, build_judge
 
     original = build_judge(tmp_path / "hf")
@@ -371,7 +369,7 @@ def test_chatml_template_added_when_missing() -> None:
     from tokenizers import Tokenizer, models
     from transformers import PreTrainedTokenizerFast
 
-    from offline_eval.runtime.provision import SMOLLM2_CHAT_TEMPLATE, ensure_chat_template
+    from offline_eval.runtime.provision.gguf import SMOLLM2_CHAT_TEMPLATE, ensure_chat_template
 
     vocab = {"<|im_start|>": 0, "<|im_end|>": 1, "hi": 2, "<unk>": 3}
     chatml = PreTrainedTokenizerFast(tokenizer_object=Tokenizer(models.WordLevel(vocab, unk_token="<unk>")))

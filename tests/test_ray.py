@@ -17,7 +17,7 @@ import pytest
 
 from offline_eval.data.readers import read_dataset
 from offline_eval.engine.cache import ResultCache
-from offline_eval.run.runner import evaluate
+from offline_eval.run.runner import run_in_process
 from offline_eval.metrics import resolve_metrics
 from offline_eval.metrics.settings import EvalSettings
 from tests.test_engine import _samples, assert_same_scores
@@ -46,19 +46,25 @@ def dataset(tmp_path_factory) -> Path:
 
 def _setup(tiny_profile):
     """What `offline-eval run --profile tiny --metrics ... --batch-size 2 --max-tokens 16` builds."""
-    from offline_eval.run.ray_engine import ModelSpec
+    from offline_eval.run.config import ModelChoice
 
     metrics, aggregate = resolve_metrics(METRICS)
-    roles = {r for m in metrics for r in m.roles}
-    spec = ModelSpec.create(str(tiny_profile), roles=roles, batch_size=BATCH)
-    return metrics, aggregate, spec, EvalSettings(verifier="hhem", max_tokens=MAX_TOKENS)
+    choice = ModelChoice(profile=str(tiny_profile), batch_size=BATCH)
+    return metrics, aggregate, choice, EvalSettings(verifier="hhem", max_tokens=MAX_TOKENS)
+
+
+def _models(choice, metrics):
+    """The models a single-process run of ``metrics`` builds from ``choice``."""
+    from offline_eval.run.config import configure_models
+
+    return configure_models(choice, {r for m in metrics for r in m.roles})
 
 
 @pytest.fixture(scope="module")
 def reference(tiny_profile, dataset, tmp_path_factory):
-    metrics, aggregate, spec, settings = _setup(tiny_profile)
-    return evaluate(read_dataset(dataset), metrics, spec.model_set(), settings,
-                    tmp_path_factory.mktemp("ray-ref") / "ref", aggregate=aggregate)
+    metrics, aggregate, choice, settings = _setup(tiny_profile)
+    return run_in_process(read_dataset(dataset), metrics, _models(choice, metrics), settings,
+                          tmp_path_factory.mktemp("ray-ref") / "ref", aggregate=aggregate)
 
 
 def _rows(folder: Path) -> list[dict]:
@@ -81,8 +87,8 @@ def _assert_same_run(folder: Path, reference, run_info: set[str] = frozenset()) 
 def _run(tiny_profile, dataset, out, **kwargs):
     from offline_eval.run.ray_engine import run_with_ray
 
-    metrics, aggregate, spec, settings = _setup(tiny_profile)
-    return run_with_ray(read_dataset(dataset), metrics, settings, spec, out, aggregate=aggregate, **kwargs)
+    metrics, aggregate, choice, settings = _setup(tiny_profile)
+    return run_with_ray(read_dataset(dataset), metrics, settings, choice, out, aggregate=aggregate, **kwargs)
 
 
 def test_two_actors_match_single_process_and_a_restarted_driver_resumes(
@@ -121,9 +127,9 @@ def test_a_killed_actor_is_replaced_and_per_node_caches_are_merged(
     assert sum(out.stats["cache_hits"].values()) > 0
     # Every batch committed on a node reached the driver's cache: a rerun there computes nothing.
     assert info["cache_entries_merged"] >= len(driver_cache) > 0
-    metrics, aggregate, spec, settings = _setup(tiny_profile)
-    rerun = evaluate(read_dataset(dataset), metrics, spec.model_set(), settings, tmp_path / "local",
-                     cache=driver_cache, aggregate=aggregate)
+    metrics, aggregate, choice, settings = _setup(tiny_profile)
+    rerun = run_in_process(read_dataset(dataset), metrics, _models(choice, metrics), settings, tmp_path / "local",
+                           cache=driver_cache, aggregate=aggregate)
     assert sum(rerun.stats["computed"].values()) == 0
     driver_cache.close()
 

@@ -11,12 +11,12 @@ from pathlib import Path
 import pytest
 
 from offline_eval.data.schema import Sample
-from offline_eval.engine.models import ModelSet
+from offline_eval.engine.models import Models
 from offline_eval.metrics.aggregate import Aggregate, aggregate_score
 from offline_eval.metrics.base import Metric, Score
 from offline_eval.metrics.settings import EvalSettings
 from offline_eval.records import MetricSummary, ResultRow, RunSummary, StoredScore
-from offline_eval.run.runner import evaluate
+from offline_eval.run.runner import run_in_process
 from offline_eval.stats import summarize
 
 try:
@@ -49,7 +49,7 @@ class Errors(Metric):
 def _run(tmp_path: Path):
     samples = [Sample(id=f"s{i}", question="q", answer=a, contexts=["c"], row=i + 1)
                for i, a in enumerate(["banana", "apple tree", "-", "éa ü"])]
-    return evaluate(samples, [Share(), Errors()], ModelSet(), EvalSettings(), tmp_path / "run", aggregate=True)
+    return run_in_process(samples, [Share(), Errors()], Models(), EvalSettings(), tmp_path / "run", aggregate=True)
 
 
 def test_what_the_runner_writes_reads_back_and_writes_again_the_same(tmp_path):

@@ -15,7 +15,7 @@ import pytest
 
 from offline_eval.cli import main
 from offline_eval.run.folder import EARLIER, RunFolder, RunFolderError, default_run_folder
-from offline_eval.run.runner import evaluate
+from offline_eval.run.runner import run_in_process
 from offline_eval.metrics import resolve_metrics
 from offline_eval.metrics.settings import EvalSettings
 from offline_eval.runtime.hashing_embedder import HashingEmbedder
@@ -28,8 +28,8 @@ REPO = Path(__file__).resolve().parents[1]
 
 def _evaluate(samples, out, names=("faithfulness", "answer_similarity"), **kwargs):
     metrics, _ = resolve_metrics(list(names))
-    return evaluate(samples, metrics, models(ScriptedJudge(script=SCRIPT), embedder=HashingEmbedder()),
-                    EvalSettings(claims="llm"), out, **kwargs)
+    return run_in_process(samples, metrics, models(ScriptedJudge(script=SCRIPT), embedder=HashingEmbedder()),
+                          EvalSettings(claims="llm"), out, **kwargs)
 
 
 def test_a_second_run_into_a_locked_folder_is_refused_naming_the_holder(tmp_path: Path) -> None:

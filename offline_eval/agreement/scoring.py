@@ -21,11 +21,12 @@ from typing import Any, Sequence
 from offline_eval.agreement import agreement_pairwise, agreement_pointwise
 from offline_eval.data.schema import DataError, Sample
 from offline_eval.engine.cache import ResultCache
+from offline_eval.engine.models import Models
 from offline_eval.metrics import metric_classes
 from offline_eval.metrics.base import Metric
 from offline_eval.metrics.settings import EvalSettings
 from offline_eval.options import flag_of
-from offline_eval.run.config import ModelChoice, Models, Run, RunConfig, build_run
+from offline_eval.run.config import ModelChoice, Run, RunConfig, build_run
 from offline_eval.stats import DEFAULT_RESAMPLES, DEFAULT_SEED
 
 DROP = "drop"
@@ -111,7 +112,7 @@ def setup_info(setup: Run) -> dict[str, Any]:
     settings = setup.settings
     return {**setup.info, "metric": setup.metrics[0].name, "verifier": settings.verifier,
             "verdicts": settings.verdicts, "max_tokens": settings.max_tokens,
-            "models": setup.models.models.identities()}
+            "models": setup.models.identities()}
 
 
 def score_samples(samples: Sequence[Sample], setup: Run, output_dir: str | Path, *,
@@ -243,7 +244,7 @@ def _score_labelled(args: Any, command: str) -> tuple[Run, list[tuple[Sample, fl
     """What ``agreement`` and ``calibrate`` share: read the labelled data, build the metric's models,
     score every labelled sample (cached and resumable). Returns (setup, labelled, excluded, scores,
     run folder)."""
-    from offline_eval.cli import _Progress
+    from offline_eval.progress import StageBars
     from offline_eval.cli_models import apply_threads, open_cache
     from offline_eval.data.readers import parse_mapping, read_dataset
 
@@ -265,7 +266,7 @@ def _score_labelled(args: Any, command: str) -> tuple[Run, list[tuple[Sample, fl
     cache = open_cache(args)
     try:
         scores = score_samples([s for s, _ in labelled], setup, output, cache=cache,
-                               progress=None if args.quiet else _Progress(),
+                               progress=None if args.quiet else StageBars(),
                                overwrite=getattr(args, "overwrite", False))
     finally:
         cache.close()
@@ -388,8 +389,8 @@ def _calibrate_from_run(args: Any) -> tuple[Metric, dict[str, str], EvalSettings
     if args.to is None:  # the judge's folder, when the model flags name the models the run was scored with
         config = RunConfig.from_args(args)
         setup = build_setup(args.metric, config.models, **config.options)
-        flagged = {role: setup.models.models.identity(role) for role in sorted(metric.roles)
-                   if setup.models.models.has(role)}
+        flagged = {role: setup.models.identity(role) for role in sorted(metric.roles)
+                   if setup.models.has(role)}
         if flagged != identities:
             raise ValueError("calibrate --run: the model flags name other models than the run was scored with "
                              "(run.json); give the run's model flags, or name a calibration file with --to")
@@ -409,7 +410,7 @@ def calibrate_from_args(args: Any) -> int:
     if not args.dataset or not args.labels:
         raise ValueError("calibrate: give --dataset and --labels FIELD (or --run RUN_FOLDER)")
     setup, labelled, excluded, scores, _ = _score_labelled(args, "calibrate")
-    metric, models = setup.metrics[0], setup.models.models
+    metric, models = setup.metrics[0], setup.models
     values, labels = [], []
     unscored: Counter[str] = Counter()
     for sample, label in labelled:

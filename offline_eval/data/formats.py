@@ -131,7 +131,7 @@ def load_rows(path: str | Path, *, limit: int | None = None) -> list[tuple[int, 
 def _require_object(value: Any, source: str, row: int, line: int | None = None) -> Row:
     if not isinstance(value, dict):
         where = f" (line {line})" if line is not None else ""
-        raise DataError(f"expected a JSON object per row{where}, got {_type_name(value)}",
+        raise DataError(f"expected a JSON object per row{where}, got {json_type_name(value)}",
                         source=source, row=row)
     return value
 
@@ -182,7 +182,7 @@ def _iter_json(path: Path, on_bad: Callable[[DataError], None] | None = None) ->
         yield from _iter_columns(document, source)
         return
     got = ("an object whose values are not all lists" if isinstance(document, dict) and document
-           else _type_name(document) if not isinstance(document, dict) else "an empty object")
+           else json_type_name(document) if not isinstance(document, dict) else "an empty object")
     raise DataError(
         f"expected a JSON list of row objects or a column dict {{field: [values...]}}, got {got}",
         source=source,
@@ -451,7 +451,7 @@ def _nan_to_none(value: Any) -> Any:
     return value
 
 
-def _type_name(value: Any) -> str:
+def json_type_name(value: Any) -> str:
     """A readable name for the JSON type of ``value``, for error messages."""
     if value is None:
         return "null"

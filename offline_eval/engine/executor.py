@@ -15,10 +15,11 @@ import logging
 import traceback
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable, Protocol
+from typing import Any, Callable, Iterable
 
 from offline_eval import reasons
 from offline_eval.engine.cache import ResultCache, cache_key
+from offline_eval.engine.models import Models
 from offline_eval.engine.requests import Request, to_jsonable
 from offline_eval.reasons import Unscorable
 
@@ -43,18 +44,6 @@ class TaskFailed:
     message: str
     traceback: str | None = None
     metadata: dict[str, Any] = field(default_factory=dict)
-
-
-class ModelProvider(Protocol):
-    """Gives the backend serving a role ("judge", "verifier", "embedder"), loading it on first use.
-
-    ``identity`` must not load the model: a resumed run answers from the cache without ever
-    loading a model whose work is all done.
-    """
-
-    def get(self, role: str) -> Any: ...
-
-    def identity(self, role: str) -> str: ...
 
 
 @dataclass
@@ -85,7 +74,7 @@ ProgressFactory = Callable[[str, int], Any]  # (description, total) -> object wi
 
 
 class Engine:
-    def __init__(self, models: ModelProvider, cache: ResultCache | None = None, *,
+    def __init__(self, models: Models, cache: ResultCache | None = None, *,
                  progress: ProgressFactory | None = None) -> None:
         self.models = models
         self.cache = cache if cache is not None else ResultCache(None)

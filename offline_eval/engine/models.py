@@ -1,4 +1,4 @@
-"""The models of one run, loaded on first use, identified without loading."""
+"""The models of one run, by role, loaded on first use and identified without loading."""
 
 from __future__ import annotations
 
@@ -6,23 +6,37 @@ import threading
 from typing import Any, Callable
 
 
-class ModelSet:
-    """role -> (identity, loader). A role without a loader raises a clear error when used."""
+class Models:
+    """role ("judge", "verifier", "embedder") -> (identity, loader); what the engine asks for a backend.
 
-    def __init__(self) -> None:
+    Made from a profile by :func:`offline_eval.run.config.configure_models` (``offline_eval.load_models``
+    returns one: reuse it across runs and its models load once), or by hand with :meth:`add` and
+    :meth:`add_instance` (tests, benchmarks). ``identity`` never loads a model: a resumed run answers
+    from the cache without loading a model whose work is all done. A role without a loader raises a
+    clear error when used.
+    """
+
+    def __init__(self, profile: Any = None) -> None:
+        # the offline_eval.runtime.profiles.Profile these were configured from; None for models added by hand
+        self.profile = profile
         self._loaders: dict[str, Callable[[], Any]] = {}
         self._identities: dict[str, str] = {}
         self._loaded: dict[str, Any] = {}
         self._lock = threading.Lock()
 
-    def add(self, role: str, identity: str, loader: Callable[[], Any]) -> "ModelSet":
+    def add(self, role: str, identity: str, loader: Callable[[], Any]) -> "Models":
         self._loaders[role], self._identities[role] = loader, identity
         return self
 
-    def add_instance(self, role: str, backend: Any) -> "ModelSet":
+    def add_instance(self, role: str, backend: Any) -> "Models":
         self._loaded[role] = backend
         self._identities[role] = backend.identity
         return self
+
+    @property
+    def roles(self) -> set[str]:
+        """The roles configured."""
+        return set(self._identities)
 
     def has(self, role: str) -> bool:
         return role in self._identities

@@ -18,7 +18,6 @@ METRIC_MODULES = ("offline_eval.metrics.ragas", "offline_eval.metrics.rageval_re
 
 DEFAULT_METRICS = ("faithfulness", "answer_relevancy", "context_precision", "context_recall",
                    "answer_correctness")
-AGGREGATE = Aggregate.name
 
 
 _REGISTERED: dict[str, type[Metric]] = {}
@@ -110,4 +109,4 @@ def resolve_metrics(names: Iterable[str | Metric] | None,
 
 
 __all__ = ["Metric", "Score", "metric_classes", "metric_options", "resolve_metrics", "register_metric", "load_plugins",
-           "DEFAULT_METRICS", "AGGREGATE", "Aggregate"]
+           "DEFAULT_METRICS", "Aggregate"]

@@ -5,7 +5,7 @@ requests, and receives the result (or the list of results) back; it ``return``s 
 drives every (sample, metric) generator of the dataset in lockstep, so each yield point is a stage
 whose requests are gathered across the whole dataset, deduplicated and executed in batches.
 
-    def score(self, sample, ctx):
+    def score(self, sample, settings):
         claims = yield Generate(...)          # one request -> one result
         probs = yield [Classify(...), ...]    # a list -> a list of results, same order
         return Score(value=..., metadata={...})
@@ -32,6 +32,7 @@ from offline_eval import reasons
 from offline_eval.data.schema import Sample
 from offline_eval.engine.executor import TaskFailed
 from offline_eval.metrics.evidence import Evidence
+from offline_eval.metrics.settings import EvalSettings
 
 
 @dataclass
@@ -91,19 +92,20 @@ def missing_fields(sample: Sample, fields: tuple[str, ...]) -> Score | None:
     return None
 
 
-def start(metric: "Metric", sample: Sample, ctx: Any) -> ScoreGenerator:
+def start(metric: "Metric", sample: Sample, settings: EvalSettings) -> ScoreGenerator:
     """What the engine drives for one (sample, metric), always a generator: the unscored Score
     (``missing_field:<first>``) when the sample lacks a field of ``metric.requires`` (checked here,
-    once, for every metric), else the metric's own ``score``. A metric that needs no model may return
-    its Score without yielding; it is called from a task here, on the engine's first step, so the
-    engine sees one kind of task and whatever that metric raises (an Unscorable above all) reaches it
-    as it would from a generator."""
+    once, for every metric), else the metric's own ``score``, given both positionally (a plugin may
+    name its parameters as it likes: ``score(self, sample, ctx)`` works too). A metric that needs no
+    model may return its Score without yielding; it is called from a task here, on the engine's first
+    step, so the engine sees one kind of task and whatever that metric raises (an Unscorable above
+    all) reaches it as it would from a generator."""
     missing = missing_fields(sample, metric.requires)
     if missing is not None:
         return returns(missing)
     if inspect.isgeneratorfunction(metric.score):
-        return metric.score(sample, ctx)
-    return called(metric.score, sample, ctx)
+        return metric.score(sample, settings)
+    return called(metric.score, sample, settings)
 
 
 def returns(value: Any) -> Generator[Any, Any, Any]:
@@ -167,7 +169,9 @@ class Metric:
     def __init__(self, options: Any = None, **values: Any) -> None:
         self.options = options if options is not None else self.Options(**values)
 
-    def score(self, sample: Sample, ctx: Any) -> ScoreGenerator:
+    def score(self, sample: Sample, settings: EvalSettings) -> ScoreGenerator:
+        """The metric's value for ``sample`` under the run's judging ``settings`` (see the module's
+        docstring for the generator protocol)."""
         raise NotImplementedError
         yield  # pragma: no cover  (makes every override a generator by convention)
 

@@ -167,12 +167,12 @@ class KeypointMetric(Metric):
     evidence = (Checks("keypoints", text="keypoint", verdict="label", good=("relevant",), bad=("wrong",),
                        note="analysis"),)
 
-    def score(self, sample: Sample, ctx: EvalSettings) -> ScoreGenerator:
-        judged = yield from judge_keypoints(sample, ctx)
+    def score(self, sample: Sample, settings: EvalSettings) -> ScoreGenerator:
+        judged = yield from judge_keypoints(sample, settings)
         total = len(judged.points)
         counts = {label: judged.count(label) for label in LABELS}
         metadata = {"keypoints": judged.points, "keypoints_source": judged.source, "counts": counts}
-        if ctx.verdict_score == "probability" and all("probabilities" in p for p in judged.points):
+        if settings.verdict_score == "probability" and all("probabilities" in p for p in judged.points):
             # option verdicts: expected counts, the sum of each label's probability over the key points
             expected = {label: sum(p["probabilities"][label] for p in judged.points) for label in LABELS}
             metadata["expected_counts"] = {k: round(v, 6) for k, v in expected.items()}

@@ -32,10 +32,10 @@ from offline_eval.text import split_sentences
 class SampleMetric(Metric):
     """Runs ``compute`` in the sample's language (the engine has checked the required fields)."""
 
-    def score(self, sample: Sample, ctx: EvalSettings) -> ScoreGenerator:
-        return (yield from self.compute(sample, ctx, ctx.language_for(sample)))
+    def score(self, sample: Sample, settings: EvalSettings) -> ScoreGenerator:
+        return (yield from self.compute(sample, settings, settings.language_for(sample)))
 
-    def compute(self, sample: Sample, ctx: EvalSettings, lang: str) -> ScoreGenerator:
+    def compute(self, sample: Sample, settings: EvalSettings, lang: str) -> ScoreGenerator:
         raise NotImplementedError
         yield  # pragma: no cover
 
@@ -44,9 +44,9 @@ class SampleMetric(Metric):
 PROBABILITY = ("probability", "p={:.2f}")  # a verdict's P(yes), shown beside it
 
 
-def share_of(verdicts: list[Verdict], ctx: EvalSettings) -> float:
-    """The supported share of ``verdicts``: expected (mean P) or thresholded, by ``ctx.verdict_score``."""
-    if ctx.verdict_score == "threshold":
+def share_of(verdicts: list[Verdict], settings: EvalSettings) -> float:
+    """The supported share of ``verdicts``: expected (mean P) or thresholded, by ``settings.verdict_score``."""
+    if settings.verdict_score == "threshold":
         return sum(v.supported for v in verdicts) / len(verdicts)
     return float(np.mean([v.probability for v in verdicts]))
 
@@ -60,17 +60,17 @@ class Faithfulness(SampleMetric):
                        context="chunk", figures=(PROBABILITY,)),)
     claims_mode: ClassVar[str | None] = None  # None: EvalSettings.claims
 
-    def compute(self, sample, ctx, lang):
-        statements = yield from answer_statements(sample.answer, sample.question, lang, ctx, self.claims_mode)
+    def compute(self, sample, settings, lang):
+        statements = yield from answer_statements(sample.answer, sample.question, lang, settings, self.claims_mode)
         if not statements.texts:
             return Score.unscored(reasons.NO_CLAIMS, "the answer makes no factual claim")
         with failing_with(claims=statements.texts):
             verdicts = yield from support_against_contexts(
-                sample.contexts, statements.texts, lang, ctx, question=statements.question_for(sample.question, ctx),
-                framing="answer")
-        return self.from_verdicts(statements, verdicts, ctx)
+                sample.contexts, statements.texts, lang, settings,
+                question=statements.question_for(sample.question, settings), framing="answer")
+        return self.from_verdicts(statements, verdicts, settings)
 
-    def from_verdicts(self, statements: Statements, verdicts: list[Verdict], ctx: EvalSettings) -> Score:
+    def from_verdicts(self, statements: Statements, verdicts: list[Verdict], settings: EvalSettings) -> Score:
         claims = statements.texts
         supported = sum(v.supported for v in verdicts)
         mean_p = float(np.mean([v.probability for v in verdicts]))
@@ -78,10 +78,10 @@ class Faithfulness(SampleMetric):
             explanation = f"the answer, checked whole, is {'' if supported else 'not '}supported by the contexts"
         else:
             explanation = f"{supported} of {len(claims)} claims supported by the contexts"
-        if ctx.verdict_score != "threshold":
+        if settings.verdict_score != "threshold":
             explanation += f" (mean P(supported) {mean_p:.3f})"
         explanation += refusals(verdicts)
-        return Score(share_of(verdicts, ctx), explanation=explanation,
+        return Score(share_of(verdicts, settings), explanation=explanation,
                      metadata={"claims": [{"claim": c, **v.to_dict()} for c, v in zip(claims, verdicts)],
                                "statements": statements.source, "supported_share": supported / len(claims),
                                "mean_probability": mean_p})
@@ -100,8 +100,8 @@ class HallucinationRate(Faithfulness):
     higher_is_better = False
     description = "share of the answer's claims with no support in the contexts (1 - faithfulness)"
 
-    def from_verdicts(self, statements, verdicts, ctx):
-        score = super().from_verdicts(statements, verdicts, ctx)
+    def from_verdicts(self, statements, verdicts, settings):
+        score = super().from_verdicts(statements, verdicts, settings)
         unsupported = len(statements.texts) - sum(v.supported for v in verdicts)
         return Score(1.0 - score.value, explanation=f"{unsupported} of {len(statements.texts)} claims unsupported",
                      metadata=score.metadata)
@@ -121,9 +121,9 @@ class AnswerRelevancy(SampleMetric):
     class Options:
         n: int = field(default=3, metadata={"help": "questions regenerated from each answer", "minimum": 1})
 
-    def compute(self, sample, ctx, lang):
+    def compute(self, sample, settings, lang):
         n = self.options.n
-        got = yield from ask_json(JsonAsk(QUESTIONS, lang, {"n": n, "answer": sample.answer}), ctx)
+        got = yield from ask_json(JsonAsk(QUESTIONS, lang, {"n": n, "answer": sample.answer}), settings)
         questions = [q.strip() for q in got.value["questions"] if q.strip()][:n]
         if not questions:
             return Score.unscored(reasons.NO_QUESTIONS, "the judge wrote no question for the answer")
@@ -153,12 +153,12 @@ class ContextRelevance(SampleMetric):
                       empty="No relevant sentences were extracted from the contexts."),
                 Texts("not_in_context", caption="Sentences the judge gave that are not in the contexts:", good=False))
 
-    def compute(self, sample, ctx, lang):
+    def compute(self, sample, settings, lang):
         sentences = [s for c in sample.contexts for s in split_sentences(c, lang)]
         if not sentences:
             return Score.unscored(reasons.EMPTY_CONTEXTS, "the contexts hold no sentence")
         got = yield from ask_json(JsonAsk(RELEVANT_SENTENCES, lang, {
-            "question": sample.question, "context": "\n".join(sample.contexts)}), ctx)
+            "question": sample.question, "context": "\n".join(sample.contexts)}), settings)
         haystack = _normalise(" ".join(sample.contexts))
         kept, invented = [], []
         for sentence in got.value["sentences"]:
@@ -178,7 +178,7 @@ class ContextRelevanceEmbedding(SampleMetric):
     roles = frozenset({"embedder"})
     description = "mean cosine between the question and each retrieved context"
 
-    def compute(self, sample, ctx, lang):
+    def compute(self, sample, settings, lang):
         vectors = yield from embed_texts([sample.question] + list(sample.contexts))
         sims = [float(np.dot(vectors[0], v)) for v in vectors[1:]]
         return Score(max(0.0, float(np.mean(sims))), metadata={"similarities": [round(s, 6) for s in sims]})
@@ -204,22 +204,22 @@ class ContextPrecision(SampleMetric):
                        figures=(PROBABILITY,)),)
     target_field: ClassVar[str] = "ground_truth"
 
-    def compute(self, sample, ctx, lang):
+    def compute(self, sample, settings, lang):
         usefulness = Verdicts(
             CHUNK_USEFUL_OPTION, YES_NO, CHUNK_USEFUL, "context",
-            lambda probs, _leans: {"useful": probs["Yes"] >= ctx.support_threshold,
+            lambda probs, _leans: {"useful": probs["Yes"] >= settings.support_threshold,
                                   "probability": round(probs["Yes"], 6)},
             lambda reply: {"useful": bool(reply["useful"]), "probability": float(bool(reply["useful"])),
                            "reason": reply.get("reason", "")})
         values = {"question": sample.question, "answer": getattr(sample, self.target_field)}
-        limit = ctx.credulity_limit if ctx.verdicts == "options" else 1.0
+        limit = settings.credulity_limit if settings.verdicts == "options" else 1.0
         probes = limit < 1.0
         # beside the chunks: each chunk's credulity, and whether an unrelated passage "helps" reach this
         # answer (an answer carrying an instruction to the grader makes every chunk look useful)
         got, credulity, unrelated = yield from parallel(
-            usefulness.judge(sample.contexts, values, lang, ctx),
+            usefulness.judge(sample.contexts, values, lang, settings),
             credulity_of(sample.contexts if probes else [], lang),
-            usefulness.judge([UNRELATED_PASSAGE[lang]] if probes else [], values, lang, ctx))
+            usefulness.judge([UNRELATED_PASSAGE[lang]] if probes else [], values, lang, settings))
         self_support = unrelated[0]["probability"] if probes else None
         for verdict, agrees in zip(got, credulity):  # a chunk that agrees with anything is no help either
             verdict["credulity"] = round(agrees, 6)
@@ -256,14 +256,14 @@ class ContextRecall(SampleMetric):
     evidence = (Checks("claims", text="claim", verdict="attributed", yes="attributed", no="not attributed",
                        note="reason", context="chunk", figures=(PROBABILITY,)),)
 
-    def compute(self, sample, ctx, lang):
+    def compute(self, sample, settings, lang):
         sentences = split_sentences(sample.ground_truth, lang)
         if not sentences:
             return Score.unscored(reasons.EMPTY_REFERENCE, "the reference has no sentence")
-        verdicts = yield from support_against_contexts(sample.contexts, sentences, lang, ctx,
+        verdicts = yield from support_against_contexts(sample.contexts, sentences, lang, settings,
                                                        question=sample.question or None)
         attributed = sum(v.supported for v in verdicts)
-        return Score(share_of(verdicts, ctx),
+        return Score(share_of(verdicts, settings),
                      explanation=f"{attributed} of {len(sentences)} reference sentences attributable"
                                  + refusals(verdicts),
                      metadata={"claims": [{"claim": s, "attributed": v.supported, **v.to_dict()}
@@ -279,10 +279,10 @@ class ContextEntityRecall(SampleMetric):
     evidence = (Texts("found", caption="Reference entities found in the contexts:"),
                 Texts("reference_entities", caption="Entities of the reference:", good=None))
 
-    def compute(self, sample, ctx, lang):
+    def compute(self, sample, settings, lang):
         ref, con = yield from ask_json_many([
             JsonAsk(ENTITIES, lang, {"text": sample.ground_truth}),
-            JsonAsk(ENTITIES, lang, {"text": "\n".join(sample.contexts)})], ctx)
+            JsonAsk(ENTITIES, lang, {"text": "\n".join(sample.contexts)})], settings)
         reference = {_normalise(e): e for e in ref.value["entities"] if _normalise(e)}
         found = {_normalise(e) for e in con.value["entities"]}
         haystack = _normalise(" ".join(sample.contexts))
@@ -301,16 +301,16 @@ class AnswerSimilarity(SampleMetric):
     roles = frozenset({"embedder"})
     description = "cosine between the answer's and the reference's embeddings"
 
-    def compute(self, sample, ctx, lang):
+    def compute(self, sample, settings, lang):
         vectors = yield from embed_texts([sample.answer, sample.ground_truth])
         return Score(max(0.0, float(np.dot(vectors[0], vectors[1]))))
 
 
-def answer_and_reference_claims(sample: Sample, lang: str, ctx: EvalSettings):
+def answer_and_reference_claims(sample: Sample, lang: str, settings: EvalSettings):
     """Statements of the answer and of the reference (``answer_statements``), in one stage."""
     answer, reference = yield from parallel(
-        answer_statements(sample.answer, sample.question, lang, ctx),
-        answer_statements(sample.ground_truth, sample.question, lang, ctx))
+        answer_statements(sample.answer, sample.question, lang, settings),
+        answer_statements(sample.ground_truth, sample.question, lang, settings))
     return answer, reference
 
 
@@ -332,8 +332,8 @@ class AnswerCorrectness(SampleMetric):
         weights: tuple[float, float] = field(default=(0.75, 0.25), metadata={
             "help": "weights of the factual F1 and of the embedding similarity", "metavar": "F1,SIM"})
 
-    def compute(self, sample, ctx, lang):
-        a, g = yield from answer_and_reference_claims(sample, lang, ctx)
+    def compute(self, sample, settings, lang):
+        a, g = yield from answer_and_reference_claims(sample, lang, settings)
         if not a.texts and not g.texts:
             return Score.unscored(reasons.NO_CLAIMS, "neither the answer nor the reference makes a claim")
         # Correctness is relative to the question: an answer or reference checked whole is read as an
@@ -342,15 +342,15 @@ class AnswerCorrectness(SampleMetric):
         # The premises are answers, not retrieved passages: no baseline correction (on EVOUNA it raised
         # AUC, 0.813 -> 0.828, but lowered cross-validated balanced accuracy, 0.780 -> 0.762).
         in_reference, in_answer, vectors = yield from parallel(
-            support_matrix([sample.ground_truth], a.texts, lang, ctx, question=sample.question if a.whole else None,
-                           framing="answer", passages=False),
-            support_matrix([sample.answer], g.texts, lang, ctx, question=sample.question if g.whole else None,
-                           framing="reference", passages=False),
+            support_matrix([sample.ground_truth], a.texts, lang, settings,
+                           question=sample.question if a.whole else None, framing="answer", passages=False),
+            support_matrix([sample.answer], g.texts, lang, settings,
+                           question=sample.question if g.whole else None, framing="reference", passages=False),
             embed_texts([sample.answer, sample.ground_truth]))
         tp = [c for c, v in zip(a.texts, in_reference[0]) if v.supported]
         fp = [c for c, v in zip(a.texts, in_reference[0]) if not v.supported]
         fn = [c for c, v in zip(g.texts, in_answer[0]) if not v.supported]
-        if ctx.verdict_score == "threshold":
+        if settings.verdict_score == "threshold":
             counts = (len(tp), len(fp), len(fn))
         else:  # expected counts: a claim is a true positive with the probability that it is supported
             p_tp = sum(v.probability for v in in_reference[0])
@@ -387,7 +387,7 @@ class RubricsScore(SampleMetric):
             "help": "a TOML/JSON file of rubrics, {reference_free|with_reference: {1..5: text}} (none: the built-in ones)",
             "flag": "--rubrics", "parse": lambda path: read_rubrics(Path(path)), "metavar": "FILE"})
 
-    def compute(self, sample, ctx, lang):
+    def compute(self, sample, settings, lang):
         rubrics = self.options.rubrics or DEFAULT_RUBRICS
         kind = "with_reference" if sample.ground_truth else "reference_free"
         rubric = rubrics.get(kind) or DEFAULT_RUBRICS[kind]
@@ -403,7 +403,7 @@ class RubricsScore(SampleMetric):
 
         rubric_score = Verdicts(RUBRIC_OPTION, RUBRIC_SCORES, RUBRIC, "answer", from_probs, lambda reply: Score(
             float(reply["score"]), explanation=reply.get("feedback", ""), metadata={"rubric": kind}))
-        [graded] = yield from rubric_score.judge([sample.answer], values, lang, ctx)
+        [graded] = yield from rubric_score.judge([sample.answer], values, lang, settings)
         return graded
 
 
@@ -425,16 +425,16 @@ class NoiseSensitivityRelevant(SampleMetric):
     evidence = (Checks("claims", text="claim", verdict="correct", yes="correct", no="wrong"),)
     chunk_kind: ClassVar[str] = "relevant"
 
-    def compute(self, sample, ctx, lang):
-        answer, reference = yield from answer_and_reference_claims(sample, lang, ctx)
+    def compute(self, sample, settings, lang):
+        answer, reference = yield from answer_and_reference_claims(sample, lang, settings)
         a, g = answer.texts, reference.texts
         if not a:
             return Score.unscored(reasons.NO_CLAIMS, "the answer makes no factual claim")
         chunks = list(sample.contexts)
         correct, chunk_ref, chunk_ans = yield from parallel(
-            support_matrix([sample.ground_truth], a, lang, ctx, passages=False),
-            support_matrix(chunks, g, lang, ctx),  # chunk -> reference claims
-            support_matrix(chunks, a, lang, ctx))  # chunk -> answer claims
+            support_matrix([sample.ground_truth], a, lang, settings, passages=False),
+            support_matrix(chunks, g, lang, settings),  # chunk -> reference claims
+            support_matrix(chunks, a, lang, settings))  # chunk -> answer claims
         incorrect = [not v.supported for v in correct[0]]
         relevant = [any(v.supported for v in row) for row in chunk_ref]
         rel_faithful = [any(chunk_ans[k][i].supported for k in range(len(chunks)) if relevant[k])

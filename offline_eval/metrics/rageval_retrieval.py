@@ -245,7 +245,7 @@ class RetrievalRecall(Metric):
     description: ClassVar[str] = (
         "Share of reference passages whose every sentence occurs verbatim in a retrieved chunk.")
 
-    def score(self, sample: Sample, ctx: Any) -> Score:  # type: ignore[override]
+    def score(self, sample: Sample, settings: Any) -> Score:  # type: ignore[override]
         """Recall of this sample; the engine has checked the required fields."""
         refs, chunks = list(sample.reference_contexts or []), list(sample.contexts or [])
         lang = _language(sample, *refs)
@@ -273,7 +273,7 @@ class RetrievalPrecision(Metric):
     def config(self) -> dict[str, Any]:
         return {**super().config(), "variant": self.variant}
 
-    def score(self, sample: Sample, ctx: Any) -> Score:  # type: ignore[override]
+    def score(self, sample: Sample, settings: Any) -> Score:  # type: ignore[override]
         """Precision of this sample; the engine has checked the required fields."""
         refs, chunks = list(sample.reference_contexts or []), list(sample.contexts or [])
         lang = _language(sample, *chunks)
@@ -296,7 +296,7 @@ class EIR(Metric):
         "Words (zh: characters) of reference sentences found verbatim in the retrieved text, "
         "divided by the words of the retrieved text.")
 
-    def score(self, sample: Sample, ctx: Any) -> Score:  # type: ignore[override]
+    def score(self, sample: Sample, settings: Any) -> Score:  # type: ignore[override]
         """EIR of this sample; unscored when the retrieved text is empty (the engine has checked the fields)."""
         refs, chunks = list(sample.reference_contexts or []), list(sample.contexts or [])
         lang = _language(sample, *refs)
@@ -316,7 +316,7 @@ class RougeL(Metric):
     roles: ClassVar[frozenset[str]] = frozenset()
     description: ClassVar[str] = "ROUGE-L F of the answer against the reference answer."
 
-    def score(self, sample: Sample, ctx: Any) -> Score:  # type: ignore[override]
+    def score(self, sample: Sample, settings: Any) -> Score:  # type: ignore[override]
         """ROUGE-L of this sample; unscored when a field has no tokens (the engine has checked the fields)."""
         answer, truth = sample.answer or "", sample.ground_truth or ""
         lang = _language(sample, truth, answer)

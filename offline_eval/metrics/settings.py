@@ -1,4 +1,4 @@
-"""Settings every metric can read (the ``ctx`` the engine passes to ``Metric.score``); what one metric
+"""Settings every metric can read (the ``settings`` the engine passes to ``Metric.score``); what one metric
 alone reads is that metric's own ``Options`` (offline_eval.metrics.base.Metric).
 
 Each setting is declared once, below: its default, its help and how a flag reads its value

@@ -9,43 +9,13 @@ the threshold is a ceiling: the gate fails when the mean is *above* it.
 from __future__ import annotations
 
 import math
-from typing import Any, Iterable, Mapping
+from typing import Any, Mapping
 
 from offline_eval.records import RunSummary
 from offline_eval.report._run import as_run_summary, lower_is_better
+from offline_eval.run.thresholds import ThresholdError, parse_thresholds
 
 __all__ = ["parse_thresholds", "check_thresholds", "ThresholdError"]
-
-
-class ThresholdError(ValueError):
-    """A malformed ``--fail-under`` specification."""
-
-
-def parse_thresholds(spec: str | Iterable[str]) -> dict[str, float]:
-    """Parse ``"name=value,name=value"`` (or a list of such strings, e.g. from a repeated flag)."""
-    parts: list[str] = []
-    for chunk in ([spec] if isinstance(spec, str) else list(spec)):
-        parts.extend(p.strip() for p in str(chunk).split(","))
-    out: dict[str, float] = {}
-    for part in parts:
-        if not part:
-            continue
-        name, sep, raw = part.partition("=")
-        name, raw = name.strip(), raw.strip()
-        if not sep or not name or not raw:
-            raise ThresholdError(f"bad threshold {part!r}: expected metric=value, e.g. faithfulness=0.8")
-        try:
-            value = float(raw)
-        except ValueError:
-            raise ThresholdError(f"bad threshold {part!r}: {raw!r} is not a number") from None
-        if not math.isfinite(value):
-            raise ThresholdError(f"bad threshold {part!r}: the value must be finite")
-        if name in out:
-            raise ThresholdError(f"metric {name!r} is given more than one threshold")
-        out[name] = value
-    if not out:
-        raise ThresholdError("no thresholds given: expected metric=value[,metric=value...]")
-    return out
 
 
 def _pair(mean: float, threshold: float) -> tuple[str, str]:

@@ -19,7 +19,7 @@ from offline_eval.data.readers import read_dataset
 from offline_eval.data.schema import Sample
 from offline_eval.engine.cache import ResultCache
 from offline_eval.engine.executor import Engine, Task
-from offline_eval.engine.models import ModelSet
+from offline_eval.engine.models import Models
 from offline_eval.engine.requests import Generate, Sampling
 from offline_eval.metrics.judging import number_chunks
 from offline_eval.metrics.settings import EvalSettings
@@ -50,7 +50,7 @@ def answer_step(sample: Sample, language: str, max_tokens: int):
     return (out[0] if out else "").strip()
 
 
-def generate_answers(samples: Sequence[Sample], models: ModelSet, settings: EvalSettings, *,
+def generate_answers(samples: Sequence[Sample], models: Models, settings: EvalSettings, *,
                      cache: ResultCache | None = None, progress: Any = None) -> list[Sample]:
     """Copies of ``samples`` with ``answer`` written by the judge (all in one batched stage)."""
     engine = Engine(models, cache, progress=progress)
@@ -78,7 +78,7 @@ def run_end_to_end(answer_dir: Path, output: Path, run: Run, *, cache: ResultCac
     if not samples:
         raise ValueError(f"no answer datasets in {answer_dir}")
     names = [m.name for m in run.metrics]
-    answered = generate_answers(samples, run.models.models, run.settings, cache=cache, progress=progress)
+    answered = generate_answers(samples, run.models, run.settings, cache=cache, progress=progress)
     scored = run.execute(answered, output / "answer_eval", cache=cache, progress=progress,
                          run_info={"dataset": str(answer_dir), "end_to_end": True})
     grouped: dict[str, list[dict[str, Any]]] = defaultdict(list)

@@ -447,15 +447,8 @@ def run_benchmark(config: BenchConfig, *, encoder: Any = None, m3: Any = None, r
     config.validate()
     out = Path(config.output)
     out.mkdir(parents=True, exist_ok=True)
-    docs: list[Document] = load_corpus(config.corpus, filters=config.corpus_filter or None)
-    queries = load_queries(config.queries)
-    qrels = load_qrels(config.qrels) if config.qrels else None
+    docs, queries, qrels = _read_inputs(config)
     use_rageval = any(q.references for q in queries)
-    if qrels is None and not use_rageval:
-        raise DataError("nothing to score against: pass --qrels, or queries with reference passages "
-                        "(reference_contexts / RAGEval ground_truth.references)", source=str(config.queries))
-    if qrels is not None and not any(q.id in qrels for q in queries):
-        raise DataError("no query id of the queries file occurs in the qrels", source=str(config.qrels))
     retrievers = tuple(dict.fromkeys(config.retrievers))
     ks = tuple(sorted(set(config.top_k)))
     sizes = tuple(dict.fromkeys(config.chunk_sizes))
@@ -463,10 +456,9 @@ def run_benchmark(config: BenchConfig, *, encoder: Any = None, m3: Any = None, r
         encoder = make_encoder(config)
     if m3 is None and any(r in M3_NAMES for r in retrievers):
         m3 = make_m3_encoder(config)
-    reranked = config.reranked
-    if reranker is None and reranked:
+    if reranker is None and config.reranked:
         reranker = make_reranker(config)
-    names = list(retrievers) + [r + RERANK_SUFFIX for r in reranked]  # every row of every table
+    names = list(retrievers) + [r + RERANK_SUFFIX for r in config.reranked]  # every row of every table
 
     metrics = (list(RAGEVAL_METRICS) if use_rageval else []) + (list(IR_METRICS) if qrels else [])
     per_query: list[dict[str, Any]] = []
@@ -479,53 +471,14 @@ def run_benchmark(config: BenchConfig, *, encoder: Any = None, m3: Any = None, r
 
         stages = tqdm(sizes, desc="chunk sizes", unit="size")
     for size in stages:
-        t0 = time.perf_counter()
-        chunks = chunk_documents(docs, size, config.chunk_overlap)
-        chunk_s = time.perf_counter() - t0
-        fingerprint = chunks_fingerprint(chunks, extra="prefix:" + ",".join(config.prefix_fields))
-        index_dir = out / "indexes" / f"cs{size}-ov{config.chunk_overlap}-{fingerprint[:12]}"
-        _write_chunks(index_dir / "chunks.jsonl", chunks)
-        level = "doc"
-        if qrels is not None:
-            chunk_ids = {c.id for c in chunks}
-            if any(d in chunk_ids for judged in qrels.values() for d in judged):
-                level = "chunk"
-        depth = max(ks) if qrels is None or level == "chunk" else max(max(ks), doc_level_depth(chunks, max(ks)))
-        first_depth = max(depth, config.rerank_depth) if reranked else depth
-        runs, times = run_retrievers(chunks, queries, retrievers, first_depth, index_dir, encoder,
-                                     cache_dir=out / "cache" / "embeddings",
-                                     show_progress=config.show_progress,
-                                     prefix_fields=config.prefix_fields, m3=m3, m3_weights=config.m3_weights,
-                                     m3_candidates=config.m3_candidates)
-        if reranked:
-            more, rerank_times = rerank_runs(runs, reranked, chunks, queries, reranker, config.rerank_depth,
-                                             cache_dir=out / "cache" / "rerank", prefix_fields=config.prefix_fields)
-            runs.update(more)
-            times += rerank_times
-        runs = {name: [ranking[:depth] for ranking in runs[name]] for name in names}
-        for t in times:
-            timings.append({"chunk_size": size, "n_chunks": len(chunks), "chunking_s": chunk_s, **t,
-                            "queries_per_s": len(queries) / t["search_s"] if t["search_s"] > 0 else None})
+        chunks, runs, level, times = _retrieve(config, size, docs, queries, qrels, ks, retrievers, names, out,
+                                               encoder=encoder, m3=m3, reranker=reranker)
+        timings.extend(times)
         for name in names:
             scores = score_rankings(runs[name], chunks, queries, ks, qrels=qrels, qrels_level=level,
                                     use_rageval=use_rageval)
-            for query, ranking, qs in zip(queries, runs[name], scores):
-                per_query.append({
-                    "query_id": query.id, "retriever": name, "chunk_size": size,
-                    "chunk_overlap": config.chunk_overlap,
-                    "retrieved": [{"chunk_id": chunks[i].id, "doc_id": chunks[i].doc_id,
-                                   "score": round(s, 6), "start": chunks[i].start, "end": chunks[i].end}
-                                  for i, s in ranking[:max(ks)]],
-                    "metrics": qs})
-            for k in ks:
-                row: dict[str, Any] = {"retriever": name, "chunk_size": size,
-                                       "chunk_overlap": config.chunk_overlap, "n_chunks": len(chunks),
-                                       "k": k}
-                for m in metrics:
-                    vals = [qs[f"{m}@{k}"] for qs in scores if qs.get(f"{m}@{k}") is not None]
-                    row[m] = _mean(vals)
-                    row[f"n_{m}"] = len(vals)
-                rows.append(row)
+            per_query.extend(_query_rows(config, size, name, chunks, queries, runs[name], scores, max(ks)))
+            rows.extend(_table_rows(config, size, name, len(chunks), scores, ks, metrics))
             if config.answer:
                 answer_files.append(str(write_answer_datasets(
                     out / "answer" / f"{name}_cs{size}_k{config.primary_k}.jsonl", queries, chunks,
@@ -537,6 +490,85 @@ def run_benchmark(config: BenchConfig, *, encoder: Any = None, m3: Any = None, r
     if answer_files:
         files["answer"] = ", ".join(answer_files)
     return BenchResult(rows, comparisons, per_query, timings, metrics, files)
+
+
+def _read_inputs(config: BenchConfig) -> tuple[list[Document], list[Query], Qrels | None]:
+    """The corpus, the queries and the qrels (None without ``--qrels``); a DataError when there is
+    nothing to score against."""
+    docs: list[Document] = load_corpus(config.corpus, filters=config.corpus_filter or None)
+    queries = load_queries(config.queries)
+    qrels = load_qrels(config.qrels) if config.qrels else None
+    if qrels is None and not any(q.references for q in queries):
+        raise DataError("nothing to score against: pass --qrels, or queries with reference passages "
+                        "(reference_contexts / RAGEval ground_truth.references)", source=str(config.queries))
+    if qrels is not None and not any(q.id in qrels for q in queries):
+        raise DataError("no query id of the queries file occurs in the qrels", source=str(config.qrels))
+    return docs, queries, qrels
+
+
+Rankings = list[list[tuple[int, float]]]  # per query: (chunk index, score), best first
+
+
+def _retrieve(config: BenchConfig, size: int, docs: list[Document], queries: list[Query], qrels: Qrels | None,
+              ks: tuple[int, ...], retrievers: tuple[str, ...], names: list[str], out: Path, *, encoder: Any,
+              m3: Any, reranker: Any) -> tuple[list[Chunk], dict[str, Rankings], str, list[dict[str, Any]]]:
+    """Chunk the corpus at ``size``, index it, run every retriever (and reranker) over the queries.
+    Returns the chunks, each name's rankings cut to the depth scored, the level the qrels judge
+    ("chunk" or "doc") and the timing rows."""
+    t0 = time.perf_counter()
+    chunks = chunk_documents(docs, size, config.chunk_overlap)
+    chunk_s = time.perf_counter() - t0
+    fingerprint = chunks_fingerprint(chunks, extra="prefix:" + ",".join(config.prefix_fields))
+    index_dir = out / "indexes" / f"cs{size}-ov{config.chunk_overlap}-{fingerprint[:12]}"
+    _write_chunks(index_dir / "chunks.jsonl", chunks)
+    level = "doc"
+    if qrels is not None:
+        chunk_ids = {c.id for c in chunks}
+        if any(d in chunk_ids for judged in qrels.values() for d in judged):
+            level = "chunk"
+    depth = max(ks) if qrels is None or level == "chunk" else max(max(ks), doc_level_depth(chunks, max(ks)))
+    reranked = config.reranked
+    first_depth = max(depth, config.rerank_depth) if reranked else depth
+    runs, times = run_retrievers(chunks, queries, retrievers, first_depth, index_dir, encoder,
+                                 cache_dir=out / "cache" / "embeddings",
+                                 show_progress=config.show_progress,
+                                 prefix_fields=config.prefix_fields, m3=m3, m3_weights=config.m3_weights,
+                                 m3_candidates=config.m3_candidates)
+    if reranked:
+        more, rerank_times = rerank_runs(runs, reranked, chunks, queries, reranker, config.rerank_depth,
+                                         cache_dir=out / "cache" / "rerank", prefix_fields=config.prefix_fields)
+        runs.update(more)
+        times += rerank_times
+    runs = {name: [ranking[:depth] for ranking in runs[name]] for name in names}
+    timings = [{"chunk_size": size, "n_chunks": len(chunks), "chunking_s": chunk_s, **t,
+                "queries_per_s": len(queries) / t["search_s"] if t["search_s"] > 0 else None} for t in times]
+    return chunks, runs, level, timings
+
+
+def _query_rows(config: BenchConfig, size: int, name: str, chunks: list[Chunk], queries: list[Query],
+                rankings: Rankings, scores: list[dict[str, Any]], top: int) -> list[dict[str, Any]]:
+    """per_query.jsonl's rows of one retriever at one chunk size: each query's top chunks and scores."""
+    return [{"query_id": query.id, "retriever": name, "chunk_size": size, "chunk_overlap": config.chunk_overlap,
+             "retrieved": [{"chunk_id": chunks[i].id, "doc_id": chunks[i].doc_id, "score": round(s, 6),
+                            "start": chunks[i].start, "end": chunks[i].end} for i, s in ranking[:top]],
+             "metrics": qs}
+            for query, ranking, qs in zip(queries, rankings, scores)]
+
+
+def _table_rows(config: BenchConfig, size: int, name: str, n_chunks: int, scores: list[dict[str, Any]],
+                ks: tuple[int, ...], metrics: list[str]) -> list[dict[str, Any]]:
+    """The results table's rows of one retriever at one chunk size: per k, each metric's mean over the
+    queries it is defined for, and their number."""
+    rows = []
+    for k in ks:
+        row: dict[str, Any] = {"retriever": name, "chunk_size": size, "chunk_overlap": config.chunk_overlap,
+                               "n_chunks": n_chunks, "k": k}
+        for m in metrics:
+            vals = [qs[f"{m}@{k}"] for qs in scores if qs.get(f"{m}@{k}") is not None]
+            row[m] = _mean(vals)
+            row[f"n_{m}"] = len(vals)
+        rows.append(row)
+    return rows
 
 
 # ------------------------------------------------------------------------------------ outputs

@@ -9,7 +9,7 @@ import argparse
 import sys
 from typing import Any
 
-from offline_eval.cli_models import HelpFormatter
+from offline_eval.options import HelpFormatter
 
 
 def _metrics(text: str) -> list[str]:

@@ -29,7 +29,7 @@ from typing import Any, Iterable, Mapping
 
 from offline_eval.labels import HUMAN_QUESTIONS, LABELS_FILE, Label, append_label, cohen_kappa, latest, read_labels
 from offline_eval.records import ResultRow, StoredScore
-from offline_eval.run.folder import FINGERPRINT, RESULTS, SUMMARY, write_atomic
+from offline_eval.run.folder import RESULTS, RUN_INFO, SUMMARY, write_atomic
 
 REVIEW_FILE = "review.json"
 DEFAULT_SEED = 0
@@ -147,9 +147,9 @@ class Review:
         self.folder = Path(folder)
         if not (self.folder / RESULTS).is_file():
             raise ReviewError(f"{self.folder}: no {RESULTS}; is this a folder written by `offline-eval run`?")
-        self.fingerprint = str(_read_object(self.folder / FINGERPRINT).get("fingerprint") or "")
+        self.fingerprint = str(_read_object(self.folder / RUN_INFO).get("fingerprint") or "")
         if not self.fingerprint:
-            raise ReviewError(f"{self.folder / FINGERPRINT}: no fingerprint")
+            raise ReviewError(f"{self.folder / RUN_INFO}: no fingerprint")
         if not (self.folder / SUMMARY).is_file():
             raise ReviewError(f"{self.folder}: the run has not finished (no {SUMMARY}); rerun the same "
                               "`offline-eval run` command to finish it, then review it")

@@ -16,7 +16,8 @@ raised by :func:`build_run`, before any model loads.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, fields
+import os
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping
 
@@ -24,12 +25,13 @@ from offline_eval.calibration import Calibration, read_calibrations
 from offline_eval.data.schema import Sample
 from offline_eval.engine.cache import ResultCache
 from offline_eval.engine.executor import ProgressFactory
-from offline_eval.engine.models import ModelSet
+from offline_eval.engine.models import Models
 from offline_eval.metrics import Aggregate, load_plugins, metric_options, resolve_metrics
 from offline_eval.metrics.base import Metric
 from offline_eval.metrics.settings import EvalSettings
 from offline_eval.records import ResultRow
 from offline_eval.run.folder import RunOutput
+from offline_eval.run.thresholds import parse_thresholds
 
 STARTER_NOTE = ("starter profile: these scores only show that the pipeline runs; "
                 "use the cpu or gpu profile for real evaluations")
@@ -83,31 +85,58 @@ class ModelChoice:
         return {keyword: getattr(self, name) for name, (keyword, role) in self._OVERRIDES.items()
                 if wanted is None or role is None or role in wanted}
 
+    def profile_for(self, roles: Iterable[str]) -> tuple[Any, set[str]]:
+        """The profile these choices make for a run whose metrics use ``roles``, and the roles it loads
+        (the judge's instead of the verifier's when the judge verifies claims itself)."""
+        from offline_eval.runtime.loading import resolve_profile
 
-@dataclass
-class Models:
-    """A profile's models for the roles asked for, configured (identities computed, files verified) and
-    loaded on first use; reusable across runs."""
+        roles = set(roles)
+        return resolve_profile(self.profile, Path(self.models_dir) if self.models_dir else None, roles,
+                               self.overrides(roles))
 
-    profile: Any  # offline_eval.runtime.profiles.Profile
-    models: ModelSet
-    roles: set[str]
+    def models_of(self, profile: Any, roles: set[str]) -> Models:
+        """The models of ``roles`` of ``profile`` on this device and batch sizes: identities computed (files
+        checked against their manifests unless ``verify`` is off), nothing loaded."""
+        from offline_eval.runtime.loading import models_from_profile
+
+        return models_from_profile(profile, device=self.device, batch_size=self.batch_size,
+                                   judge_batch_size=self.judge_batch_size, roles=roles, verify=self.verify)
+
+    def portable(self) -> "ModelChoice":
+        """A copy whose relative paths are absolute against this working directory: what a Ray replica,
+        which may run elsewhere, rebuilds the same models from."""
+        from offline_eval.runtime.profiles import is_manifest_path
+
+        profile = _portable_path(self.profile) if self.profile and is_manifest_path(self.profile) else self.profile
+        models_dir = _portable_path(self.models_dir)
+        return replace(self, profile=profile, models_dir=Path(models_dir) if models_dir else None,
+                       **{name: _portable_path(getattr(self, name)) for name in _PATH_CHOICES})
+
+
+_PATH_CHOICES = ("judge", "hhem", "hhem_tokenizer", "embedder")  # the model folders a choice can name
+
+
+def _portable_path(text: str | os.PathLike[str] | None) -> str | None:
+    """Absolute for relative paths (replicas run elsewhere); ``~`` and ``pkg:`` stay as written so each
+    node expands them itself; URLs are left alone."""
+    if text is None:
+        return None
+    text = os.fspath(text)
+    if text.startswith(("~", "pkg:")) or "://" in text or os.path.isabs(text):
+        return text
+    return os.path.abspath(text)
 
 
 def configure_models(choice: ModelChoice, roles: Iterable[str]) -> Models:
-    """The models of ``choice`` for ``roles``; :class:`ModelsMissing` when a folder is not there.
-    Nothing is loaded here."""
-    from offline_eval.runtime.loading import check_provisioned, model_set_from_profile, resolve_profile
+    """The models of ``choice`` for a run whose metrics use ``roles``; :class:`ModelsMissing` when a folder
+    is not there. Nothing is loaded here."""
+    from offline_eval.runtime.loading import check_provisioned
 
-    roles = set(roles)
-    profile, needed = resolve_profile(choice.profile, Path(choice.models_dir) if choice.models_dir else None,
-                                      roles, choice.overrides(roles))
+    profile, needed = choice.profile_for(roles)
     problems = check_provisioned(profile, needed)
     if problems:
         raise ModelsMissing(problems)
-    models = model_set_from_profile(profile, device=choice.device, batch_size=choice.batch_size,
-                                    judge_batch_size=choice.judge_batch_size, roles=needed, verify=choice.verify)
-    return Models(profile, models, needed)
+    return choice.models_of(profile, needed)
 
 
 @dataclass
@@ -145,8 +174,6 @@ class RunConfig:
         options = {name: getattr(args, name) for name in known_options() if hasattr(args, name)}
         fail_under = getattr(args, "fail_under", None)
         if isinstance(fail_under, str):
-            from offline_eval.report.gating import parse_thresholds
-
             fail_under = parse_thresholds(fail_under)
         ray = None
         if getattr(args, "engine", None) == "ray":
@@ -187,26 +214,23 @@ class Run:
                 on_sample: Callable[[ResultRow], None] | None = None,
                 on_close: Callable[[RunOutput], None] | None = None) -> RunOutput:
         """Score ``samples`` into the run folder ``output`` (resumed when it holds this run already), in
-        this process (:func:`offline_eval.run.runner.evaluate`) or on Ray
+        this process (:func:`offline_eval.run.runner.run_in_process`) or on Ray
         (:func:`offline_eval.run.ray_engine.run_with_ray`). ``run_info`` adds to what run.json records."""
         info = {**self.info, **(run_info or {})}
         shared = dict(cache=cache, aggregate=self.aggregate, per_row=self.config.per_row, progress=progress,
                       run_info=info, on_sample=on_sample, calibrations=self.calibrations,
                       overwrite=self.config.overwrite)
         if self.config.ray is None:
-            from offline_eval.run.runner import DEFAULT_WINDOW, evaluate
+            from offline_eval.run.runner import DEFAULT_WINDOW, run_in_process
 
-            return evaluate(samples, self.metrics, self.models.models, self.settings, output, on_close=on_close,
-                            window=self.config.window or DEFAULT_WINDOW, **shared)
-        from offline_eval.run.ray_engine import ModelSpec, run_with_ray
+            return run_in_process(samples, self.metrics, self.models, self.settings, output, on_close=on_close,
+                                  window=self.config.window or DEFAULT_WINDOW, **shared)
+        from offline_eval.run.ray_engine import run_with_ray
 
         choice, ray = self.config.models, self.config.ray
-        spec = ModelSpec.create(choice.profile or self.models.profile.name, choice.models_dir,
-                                roles=self.models.roles, device=choice.device, batch_size=choice.batch_size,
-                                judge_batch_size=choice.judge_batch_size, overrides=choice.overrides(),
-                                verify=choice.verify)
-        result = run_with_ray(samples, self.metrics, self.settings, spec, output, address=ray.address,
-                              replicas=ray.replicas, gpus_per_replica=ray.gpus_per_replica,
+        choice = replace(choice, profile=choice.profile or self.models.profile.name)  # every replica the same
+        result = run_with_ray(samples, self.metrics, self.settings, choice, output, roles=self.models.roles,
+                              address=ray.address, replicas=ray.replicas, gpus_per_replica=ray.gpus_per_replica,
                               node_cache=ray.node_cache, **shared)
         if on_close:
             on_close(result)
@@ -237,6 +261,9 @@ def build_run(config: RunConfig, *, models: Models | None = None) -> Run:
     check_device(config.models.device, used=any(m.roles for m in metrics))
     if models is None:
         models = configure_models(config.models, {r for m in metrics for r in m.roles})
+    elif models.profile is None:
+        raise ValueError("models= takes what offline_eval.load_models returns (a profile's models), "
+                         "not models added by hand")
     profile = models.profile
     settings = EvalSettings.from_options(verifier=profile.claims_checked_by,
                                          **{k: v for k, v in config.options.items() if k not in own})

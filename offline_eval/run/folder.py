@@ -31,10 +31,10 @@ from typing import Any, Callable, Iterable, Iterator, Mapping
 from offline_eval.engine.locking import flock_exclusive
 from offline_eval.records import ResultRow, RunSummary, StoredScore
 
-RESULTS, SUMMARY, FINGERPRINT, REPORT, LOCK = "results.jsonl", "summary.json", "run.json", "report.html", ".lock"
+RESULTS, SUMMARY, RUN_INFO, REPORT, LOCK = "results.jsonl", "summary.json", "run.json", "report.html", ".lock"
 EARLIER = "earlier"
 # Files a run writes (and ``overwrite`` moves aside); nothing else in the folder is touched.
-RUN_FILES = (RESULTS, SUMMARY, FINGERPRINT, REPORT, RESULTS + ".tmp")
+RUN_FILES = (RESULTS, SUMMARY, RUN_INFO, REPORT, RESULTS + ".tmp")
 
 
 def default_run_folder(dataset: str | Path, prefix: str = "", suffix: str = "") -> Path:
@@ -189,7 +189,7 @@ class RunFolder:
         """
         if self._lock_handle is None:
             raise RuntimeError("RunFolder.open() needs the lock: use it as a context manager")
-        previous = _read_json(self.path / FINGERPRINT)
+        previous = _read_json(self.path / RUN_INFO)
         present = [name for name in RUN_FILES if (self.path / name).exists()]
         if previous is not None and previous.get("fingerprint") == fingerprint:
             self._drop_cut_line()
@@ -204,7 +204,7 @@ class RunFolder:
             done = set()
         else:
             done = set()
-        write_atomic(self.path / FINGERPRINT, json.dumps(
+        write_atomic(self.path / RUN_INFO, json.dumps(
             {"fingerprint": fingerprint, **info, "started": info.get("started") or _now()}, indent=2,
             ensure_ascii=False, default=str))
         return done

@@ -1,11 +1,12 @@
 """Sharded evaluation on a Ray cluster: ``offline-eval run --engine ray``.
 
 The dataset's unfinished samples are cut into contiguous shards. Each replica is a Ray actor that
-builds its models once, from a picklable :class:`ModelSpec` (profile name or manifest path, the CLI's
-overrides, device, batch sizes), and runs the ordinary staged engine (``runner.evaluate``) over every
-shard it is given. Rows and committed cache batches stream back to the driver as they finish; the
-driver writes ``results.jsonl`` row by row, then the sorted file, ``summary.json`` and ``run.json``
-exactly as a single-process run does (same fingerprint: a single-process run folder can be resumed
+builds its models once, from the run's :class:`~offline_eval.run.config.ModelChoice` (profile name or
+manifest path, the model flags, device, batch sizes; its paths made absolute on the driver), and runs
+the ordinary staged engine (``runner.run_in_process``) over every shard it is given. Rows and
+committed cache batches stream back to the driver as they finish; the driver writes
+``results.jsonl`` row by row, then the sorted file, ``summary.json`` and ``run.json`` exactly as a
+single-process run does (same fingerprint: a single-process run folder can be resumed
 with Ray and the other way round).
 
 Fault tolerance
@@ -36,7 +37,7 @@ import tempfile
 import threading
 import time
 from collections import Counter, deque
-from dataclasses import dataclass, field
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
@@ -45,9 +46,10 @@ from offline_eval.data.schema import Sample
 from offline_eval.runtime.base import BackendUnavailable
 from offline_eval.engine.cache import ResultCache
 from offline_eval.engine.executor import ProgressFactory
-from offline_eval.engine.models import ModelSet
+from offline_eval.engine.models import Models
+from offline_eval.run.config import ModelChoice
 from offline_eval.run.folder import RunFolder, RunOutput
-from offline_eval.run.runner import DEFAULT_WINDOW, RunSink, evaluate
+from offline_eval.run.runner import DEFAULT_WINDOW, RunSink, run_in_process
 from offline_eval.metrics.base import Metric
 from offline_eval.metrics.settings import EvalSettings
 from offline_eval.records import ResultRow
@@ -58,70 +60,6 @@ log = logging.getLogger(__name__)
 # it has committed that many backend batches.
 CRASH_ENV = "OFFLINE_EVAL_RAY_CRASH_AFTER"
 OBJECT_STORE_BYTES = 200 * 1024 * 1024
-_PATH_OVERRIDES = ("judge_path", "embedder_path", "hhem_path", "hhem_tokenizer_path")
-
-
-def _portable_path(text: str | os.PathLike[str] | None) -> str | None:
-    """Absolute for relative paths (actors run elsewhere); ``~`` and ``pkg:`` stay as written so each
-    node expands them itself; URLs are left alone."""
-    if text is None:
-        return None
-    text = os.fspath(text)
-    if text.startswith(("~", "pkg:")) or "://" in text or os.path.isabs(text):
-        return text
-    return os.path.abspath(text)
-
-
-@dataclass
-class ModelSpec:
-    """What a replica needs to build its models: picklable, resolved on the node that builds it.
-
-    ``overrides`` are :meth:`Profile.with_overrides` keywords (the CLI's ``--judge`` etc.).
-    ``tensor_parallel_size`` > 1 is passed to a judge whose backend takes that option (vLLM: the GPUs of
-    the replica).
-    """
-
-    profile: str
-    models_dir: str | None = None
-    overrides: dict[str, str | None] = field(default_factory=dict)
-    device: str | None = None
-    batch_size: int | None = None
-    judge_batch_size: int | None = None
-    roles: tuple[str, ...] | None = None
-    tensor_parallel_size: int = 1
-    verify: bool = True  # check model files against their manifests (each node checks its own)
-
-    @classmethod
-    def create(cls, profile: str, models_dir: str | os.PathLike[str] | None = None, *,
-               overrides: dict[str, Any] | None = None, roles: Iterable[str] | None = None,
-               **kwargs: Any) -> "ModelSpec":
-        """A spec whose relative paths are made absolute against the driver's working directory."""
-        from offline_eval.runtime.profiles import _is_path_like
-
-        overrides = {k: v for k, v in (overrides or {}).items() if v is not None}
-        for key in _PATH_OVERRIDES:
-            if key in overrides:
-                overrides[key] = _portable_path(overrides[key])
-        return cls(profile=_portable_path(profile) if _is_path_like(profile) else profile,
-                   models_dir=_portable_path(models_dir), overrides=overrides,
-                   roles=tuple(sorted(roles)) if roles is not None else None, **kwargs)
-
-    def load_profile(self):
-        from offline_eval.runtime.profiles import load_profile
-
-        profile = load_profile(self.profile, self.models_dir).with_overrides(**self.overrides)
-        if self.tensor_parallel_size > 1 and profile.judge.declaration.declares("tensor_parallel_size"):
-            profile.judge.options["tensor_parallel_size"] = int(self.tensor_parallel_size)
-        return profile
-
-    def model_set(self, device: str | None = None) -> ModelSet:
-        """The ModelSet (nothing is loaded until used). ``device`` overrides the spec's."""
-        from offline_eval.runtime.loading import model_set_from_profile
-
-        return model_set_from_profile(self.load_profile(), device=device or self.device,
-                                      batch_size=self.batch_size, judge_batch_size=self.judge_batch_size,
-                                      roles=set(self.roles) if self.roles is not None else None,
-                                      verify=self.verify)
 
 
 def replica_device(device: str | None, gpus: float) -> str | None:
@@ -130,6 +68,17 @@ def replica_device(device: str | None, gpus: float) -> str | None:
     if gpus and (device is None or device.startswith("cuda")):
         return "cuda:0"
     return device
+
+
+def replica_models(choice: ModelChoice, roles: Iterable[str], gpus: float) -> Models:
+    """A replica's models: ``choice`` resolved on the replica's node (each node checks its own files
+    unless ``verify`` is off), on the replica's device. With more than one GPU per replica, a judge whose
+    backend takes ``tensor_parallel_size`` spans them all (vLLM)."""
+    profile, roles = choice.profile_for(roles)
+    tensor_parallel_size = int(gpus)
+    if tensor_parallel_size > 1 and profile.judge.declaration.declares("tensor_parallel_size"):
+        profile.judge.options["tensor_parallel_size"] = tensor_parallel_size
+    return replace(choice, device=replica_device(choice.device, gpus)).models_of(profile, roles)
 
 
 class _StreamingCache(ResultCache):
@@ -166,13 +115,13 @@ class _StreamingCache(ResultCache):
 class ShardWorker:
     """One replica (used as a Ray actor): models built once, any number of shards run through them."""
 
-    def __init__(self, spec: ModelSpec, metrics: list[Metric], settings: EvalSettings, aggregate: bool,
-                 cache_mode: str, cache_path: str | None, node_cache: str | None, driver_node: str | None,
-                 gpus: float = 0, crash_after: int | None = None) -> None:
+    def __init__(self, choice: ModelChoice, roles: Iterable[str], metrics: list[Metric], settings: EvalSettings,
+                 aggregate: bool, cache_mode: str, cache_path: str | None, node_cache: str | None,
+                 driver_node: str | None, gpus: float = 0, crash_after: int | None = None) -> None:
         import ray
 
         self.node = ray.get_runtime_context().get_node_id()
-        self.models = spec.model_set(device=replica_device(spec.device, gpus))
+        self.models = replica_models(choice, roles, gpus)
         self.metrics, self.settings, self.aggregate = metrics, settings, aggregate
         local = cache_mode == "shared" or (cache_mode == "auto" and self.node == driver_node)
         self.streams_cache = bool(cache_path) and not local
@@ -196,9 +145,9 @@ class ShardWorker:
         def work() -> None:
             try:
                 with tempfile.TemporaryDirectory(prefix="offline-eval-shard-") as scratch:
-                    out = evaluate(samples, self.metrics, self.models, self.settings, scratch, cache=self.cache,
-                                   aggregate=self.aggregate, per_row=per_row,
-                                   on_sample=lambda row: events.put(("row", row)))
+                    out = run_in_process(samples, self.metrics, self.models, self.settings, scratch,
+                                         cache=self.cache, aggregate=self.aggregate, per_row=per_row,
+                                         on_sample=lambda row: events.put(("row", row)))
                 events.put(("stats", out.stats))
             except BaseException as exc:  # re-raised in the generator: the driver sees a task error
                 events.put(("error", exc))
@@ -388,9 +337,9 @@ def _crash_plan(crash: tuple[int, int] | None) -> tuple[int, int] | None:
     return int(replica), int(batches)
 
 
-def run_with_ray(samples: list[Sample], metrics: list[Metric], settings: EvalSettings, models: ModelSpec,
-                 output_dir: str | Path, *, cache: ResultCache | None = None, aggregate: bool = False,
-                 per_row: bool = False, progress: ProgressFactory | None = None,
+def run_with_ray(samples: list[Sample], metrics: list[Metric], settings: EvalSettings, choice: ModelChoice,
+                 output_dir: str | Path, *, roles: Iterable[str] | None = None, cache: ResultCache | None = None,
+                 aggregate: bool = False, per_row: bool = False, progress: ProgressFactory | None = None,
                  run_info: dict[str, Any] | None = None,
                  on_sample: Callable[[ResultRow], None] | None = None,
                  replicas: int = 2, gpus_per_replica: float = 0, cpus_per_replica: float = 1,
@@ -399,11 +348,13 @@ def run_with_ray(samples: list[Sample], metrics: list[Metric], settings: EvalSet
                  ray_init_kwargs: dict[str, Any] | None = None,
                  crash: tuple[int, int] | None = None,
                  calibrations: list[Calibration] | None = None, overwrite: bool = False) -> RunOutput:
-    """``runner.evaluate`` on a Ray cluster: same output files, same rows, same resume.
+    """``runner.run_in_process`` on a Ray cluster: same output files, same rows, same resume.
 
-    ``cache`` is the driver's cache (its path is shared with same-node actors, and per-node work is
-    merged into it). ``shard_size`` default: one shard per replica (the largest stages, as a single
-    process batches them). ``crash=(replica, batches)``: test-only fault injection (or
+    Every replica builds the models of ``choice`` for ``roles`` (default: those the metrics use; its
+    relative paths are made absolute here, for replicas that run elsewhere). ``cache`` is the driver's
+    cache (its path is shared with same-node actors, and per-node work is merged into it).
+    ``shard_size`` default: one shard per replica (the largest stages, as a single process batches
+    them). ``crash=(replica, batches)``: test-only fault injection (or
     $OFFLINE_EVAL_RAY_CRASH_AFTER="REPLICA:BATCHES").
     """
     from importlib.metadata import PackageNotFoundError, version as installed
@@ -415,172 +366,219 @@ def run_with_ray(samples: list[Sample], metrics: list[Metric], settings: EvalSet
 
     if cache_mode not in ("auto", "shared", "per-node"):
         raise ValueError(f"cache_mode must be auto, shared or per-node, not {cache_mode!r}")
-    replicas = max(1, int(replicas))
-    gpus = float(gpus_per_replica or 0)
-    if gpus > 1 and models.tensor_parallel_size == 1:
-        models = ModelSpec(**{**models.__dict__, "tensor_parallel_size": int(gpus)})
+    plan = _RayPlan(choice=choice.portable(),
+                    roles=tuple(sorted(roles if roles is not None else {r for m in metrics for r in m.roles})),
+                    replicas=max(1, int(replicas)), gpus=float(gpus_per_replica or 0),
+                    cpus_per_replica=cpus_per_replica, shard_size=shard_size, cache_mode=cache_mode,
+                    node_cache=node_cache, max_attempts=max_attempts, crash=_crash_plan(crash))
     folder = RunFolder(output_dir)
     folder.lock()  # before anything starts: a second run into this folder stops here
     try:
-        return _run_with_ray(folder, samples, metrics, settings, models, cache=cache, aggregate=aggregate,
-                             per_row=per_row, progress=progress, run_info=run_info, on_sample=on_sample,
-                             replicas=replicas, gpus=gpus, cpus_per_replica=cpus_per_replica, address=address,
-                             shard_size=shard_size, cache_mode=cache_mode, node_cache=node_cache,
-                             max_attempts=max_attempts, ray_init_kwargs=ray_init_kwargs, crash=crash,
-                             calibrations=calibrations, overwrite=overwrite)
+        started_at = time.perf_counter()
+        owns_ray = _connect(address, max(1, math.ceil(plan.replicas * cpus_per_replica)), ray_init_kwargs)
+        try:
+            sink, facts = _drive(plan, folder, samples, metrics, settings, cache=cache, aggregate=aggregate,
+                                 per_row=per_row, progress=progress, run_info=run_info, on_sample=on_sample,
+                                 overwrite=overwrite)
+        finally:
+            if owns_ray:
+                import ray
+
+                ray.shutdown()
+        stats = facts.pop("stats") or _no_engine_stats()
+        facts["wall_s"] = round(time.perf_counter() - started_at, 3)
+        return sink.finish(stats, calibrations,
+                           window=DEFAULT_WINDOW,  # each actor scores its shard in windows of this many rows
+                           cache_repaired=getattr(cache, "repaired", 0), ray=facts)
     finally:
         folder.release()
 
 
-def _run_with_ray(folder: RunFolder, samples: list[Sample], metrics: list[Metric], settings: EvalSettings,
-                  models: ModelSpec, *, cache: ResultCache | None, aggregate: bool, per_row: bool,
-                  progress: ProgressFactory | None, run_info: dict[str, Any] | None,
-                  on_sample: Callable[[ResultRow], None] | None, replicas: int, gpus: float,
-                  cpus_per_replica: float, address: str | None, shard_size: int | None, cache_mode: str,
-                  node_cache: str | None, max_attempts: int, ray_init_kwargs: dict[str, Any] | None,
-                  crash: tuple[int, int] | None, calibrations: list[Calibration] | None,
-                  overwrite: bool) -> RunOutput:
-    import ray
-    from ray.exceptions import ObjectLostError, RayActorError
+@dataclass(frozen=True)
+class _RayPlan:
+    """How a run is spread over Ray: the models every replica builds and how many replicas, with what."""
 
-    started_at = time.perf_counter()
-    owns_ray = _connect(address, max(1, math.ceil(replicas * cpus_per_replica)), ray_init_kwargs)
-    crash_plan = _crash_plan(crash)
-    cache_path = str(cache.path) if cache is not None and cache.path else None
-    driver_node = ray.get_runtime_context().get_node_id()
-    actor_class = ray.remote(ShardWorker).options(num_cpus=cpus_per_replica, num_gpus=gpus,
-                                                  max_restarts=0, max_task_retries=0)
-    generations = Counter()
-    nodes: set[str] = set()
+    choice: ModelChoice  # portable: paths absolute
+    roles: tuple[str, ...]
+    replicas: int
+    gpus: float
+    cpus_per_replica: float
+    shard_size: int | None
+    cache_mode: str
+    node_cache: str | None
+    max_attempts: int
+    crash: tuple[int, int] | None
 
-    def new_actor(replica: int):
-        first = generations[replica] == 0
-        generations[replica] += 1
-        crash_after = crash_plan[1] if crash_plan and first and crash_plan[0] == replica else None
-        actor = actor_class.remote(models, metrics, settings, aggregate, cache_mode, cache_path, node_cache,
-                                   driver_node, gpus, crash_after)
+
+def _no_engine_stats() -> dict[str, Any]:
+    """The engine statistics of a run whose samples were all done already."""
+    return {**{k: {} for k in ("backend_calls", "requests", "unique_requests", "cache_hits", "computed")},
+            "stages": 0}
+
+
+class _Replicas:
+    """The replica actors of one run: started (and replaced when one dies) with the same models and cache
+    plan, each fed shards from the scheduler by a thread of the driver, their events put on one queue."""
+
+    def __init__(self, plan: _RayPlan, metrics: list[Metric], settings: EvalSettings, aggregate: bool,
+                 cache: ResultCache | None) -> None:
+        import ray
+
+        self.plan = plan
+        self.actor_class = ray.remote(ShardWorker).options(num_cpus=plan.cpus_per_replica, num_gpus=plan.gpus,
+                                                           max_restarts=0, max_task_retries=0)
+        cache_path = str(cache.path) if cache is not None and cache.path else None
+        self.arguments = (plan.choice, plan.roles, metrics, settings, aggregate, plan.cache_mode, cache_path,
+                          plan.node_cache, ray.get_runtime_context().get_node_id(), plan.gpus)
+        self.generations: Counter = Counter()
+        self.nodes: set[str] = set()
+        self.events: queue.Queue = queue.Queue()
+        self.identities: dict[str, str] = {}  # the first replica's: every later one must see the same
+        self.actors: dict[int, Any] = {}  # replica -> its actor (None between one that died and the next)
+
+    def start(self, replica: int) -> tuple[Any, dict[str, Any]]:
+        """A new actor for ``replica`` and what it reports (model identities, node, cache)."""
+        import ray
+
+        first = self.generations[replica] == 0
+        self.generations[replica] += 1
+        crash = self.plan.crash
+        crash_after = crash[1] if crash and first and crash[0] == replica else None
+        actor = self.actor_class.remote(*self.arguments, crash_after)
         info = ray.get(actor.info.remote())
-        nodes.add(info["host"])
+        self.nodes.add(info["host"])
         return actor, info
 
-    try:
-        # The actors' identities are authoritative (the driver may have no model files): all must agree.
-        first_actor, first_info = new_actor(0)
-        identities_all = first_info["identities"]
-        identities = {role: identities_all[role] for role in sorted({r for m in metrics for r in m.roles})
-                      if role in identities_all}
-        sink = RunSink(folder, samples, metrics, settings, identities, aggregate, run_info, overwrite=overwrite)
-        todo = sink.todo
-        size = max(1, shard_size or math.ceil(len(todo) / replicas)) if todo else 1
-        shards = [_Shard(i, todo[start:start + size]) for i, start in enumerate(range(0, len(todo), size))]
-        scheduler = _Scheduler(shards)
-        events: queue.Queue = queue.Queue()
-        slots = min(replicas, len(shards))
-
-        def replica_loop(replica: int, actor: Any) -> None:
-            try:
-                while True:
-                    shard = scheduler.take()
-                    if shard is None:
+    def serve(self, replica: int, actor: Any, scheduler: _Scheduler, per_row: bool) -> None:
+        """A driver thread's work: run shards on ``replica`` (``actor``, or a new one when None) until none
+        is left, then retire its actor."""
+        self.actors[replica] = actor
+        try:
+            while (shard := scheduler.take()) is not None:
+                try:
+                    if not self._run_shard(replica, shard, per_row, scheduler):
                         return
-                    delivered: set[str] = set()
-                    try:
-                        if actor is None:
-                            actor, info = new_actor(replica)
-                            if info["identities"] != identities_all:
-                                raise RuntimeError(
-                                    f"replica on {info['host']} sees other model files than the first replica "
-                                    f"({info['identities']} != {identities_all}): every node needs the same "
-                                    f"model folders at the same paths")
-                        stream = actor.run_shard.options(num_returns="streaming").remote(shard.samples, per_row)
-                        for ref in stream:
-                            chunk = ray.get(ref)
-                            for event in chunk:
-                                if event[0] == "row":
-                                    delivered.add(event[1].id)
-                            events.put(chunk)
-                        scheduler.done()
-                    except (RayActorError, ObjectLostError) as exc:
-                        rest = [s for s in shard.samples if s.id not in delivered]
-                        if actor is not None:
-                            ray.kill(actor, no_restart=True)
-                        actor = None
-                        events.put([("retry", replica, shard.index, len(rest), type(exc).__name__)])
-                        if rest and shard.attempt + 1 >= max_attempts:
-                            scheduler.done(error=RuntimeError(
-                                f"shard {shard.index} failed {max_attempts} times; last: {exc}"))
-                            return
-                        scheduler.done(retry=_Shard(shard.index, rest, shard.attempt + 1) if rest else None)
-                    except BaseException as exc:  # a bug or bad model: stop, as a single process would
-                        scheduler.done(error=exc)
-                        return
-            finally:
-                if actor is not None:
-                    _retire(actor)
-                events.put(None)
+                except BaseException as exc:  # a bug or bad model: stop, as a single process would
+                    scheduler.done(error=exc)
+                    return
+        finally:
+            if self.actors[replica] is not None:
+                _retire(self.actors[replica])
+            self.events.put(None)
 
-        threads = [threading.Thread(target=replica_loop, args=(i, first_actor if i == 0 else None),
-                                    name=f"offline-eval-replica-{i}", daemon=True) for i in range(slots)]
-        if not threads:
-            _retire(first_actor)
-        for thread in threads:
-            thread.start()
+    def _run_shard(self, replica: int, shard: _Shard, per_row: bool, scheduler: _Scheduler) -> bool:
+        """One shard on ``replica``, its events put on the queue as they come. An actor that dies is
+        dropped (the next shard starts another) and the shard's undelivered samples go back to the
+        scheduler; False when they have failed ``max_attempts`` times (the run stops)."""
+        import ray
+        from ray.exceptions import ObjectLostError, RayActorError
 
-        finished: set[str] = set(sink.done)
-        stats: dict[str, Any] = {}
-        retries: list[dict[str, Any]] = []
-        merged = 0
-        bar = progress("samples (ray)", len(todo)) if progress and todo else None
-        running = len(threads)
-        while running:
-            chunk = events.get()
-            if chunk is None:
-                running -= 1
-                continue
-            rows = []
-            for event in chunk:
-                if event[0] == "row":
-                    row = event[1]
-                    if row.id in finished:
-                        continue
-                    rows.append(row)
-                    finished.add(row.id)
-                elif event[0] == "cache":
-                    if cache is not None:
-                        cache.put_many(event[1], event[2])
-                        merged += len(event[2])
-                elif event[0] == "stats":
-                    _merge_stats(stats, event[1])
-                elif event[0] == "retry":
-                    _, replica, index, left, why = event
-                    log.warning("replica %d died (%s) during shard %d: %d samples retried", replica, why,
-                                index, left)
-                    retries.append({"replica": replica, "shard": index, "samples_left": left, "error": why})
-            if rows:
-                sink.append(rows)
-                for row in rows:
-                    if on_sample:
-                        on_sample(row)
-                    if bar:
-                        bar.update(1)
-        if bar:
-            bar.close()
-        for thread in threads:
-            thread.join()
-        if scheduler.error is not None:
-            raise scheduler.error
-    finally:
-        if owns_ray:
-            ray.shutdown()
+        delivered: set[str] = set()
+        try:
+            if self.actors[replica] is None:
+                self.actors[replica], info = self.start(replica)
+                if info["identities"] != self.identities:
+                    raise RuntimeError(
+                        f"replica on {info['host']} sees other model files than the first replica "
+                        f"({info['identities']} != {self.identities}): every node needs the same "
+                        f"model folders at the same paths")
+            stream = self.actors[replica].run_shard.options(num_returns="streaming").remote(shard.samples, per_row)
+            for ref in stream:
+                chunk = ray.get(ref)
+                delivered.update(event[1].id for event in chunk if event[0] == "row")
+                self.events.put(chunk)
+            scheduler.done()
+            return True
+        except (RayActorError, ObjectLostError) as exc:
+            rest = [s for s in shard.samples if s.id not in delivered]
+            if self.actors[replica] is not None:
+                ray.kill(self.actors[replica], no_restart=True)
+            self.actors[replica] = None
+            self.events.put([("retry", replica, shard.index, len(rest), type(exc).__name__)])
+            if rest and shard.attempt + 1 >= self.plan.max_attempts:
+                scheduler.done(error=RuntimeError(
+                    f"shard {shard.index} failed {self.plan.max_attempts} times; last: {exc}"))
+                return False
+            scheduler.done(retry=_Shard(shard.index, rest, shard.attempt + 1) if rest else None)
+            return True
 
-    if not stats:
-        stats = {k: {} for k in ("backend_calls", "requests", "unique_requests", "cache_hits", "computed")}
-        stats["stages"] = 0
-    return sink.finish(
-        stats, calibrations, window=DEFAULT_WINDOW,  # each actor scores its shard in windows of this many rows
-        cache_repaired=getattr(cache, "repaired", 0),
-        ray={"replicas": slots, "gpus_per_replica": gpus, "cpus_per_replica": cpus_per_replica,
-             "shards": len(shards), "shard_size": size, "nodes": sorted(nodes),
-             "actors_started": sum(generations.values()), "retries": retries,
-             "cache_mode": cache_mode, "cache_entries_merged": merged,
-             "wall_s": round(time.perf_counter() - started_at, 3)})
+
+def _drive(plan: _RayPlan, folder: RunFolder, samples: list[Sample], metrics: list[Metric],
+           settings: EvalSettings, *, cache: ResultCache | None, aggregate: bool, per_row: bool,
+           progress: ProgressFactory | None, run_info: dict[str, Any] | None,
+           on_sample: Callable[[ResultRow], None] | None, overwrite: bool) -> tuple[RunSink, dict[str, Any]]:
+    """Open the run (its fingerprint from the first replica's model identities: the driver may have no
+    model files), shard what is left of it over the replicas and write their rows as they come. Returns
+    the run's sink and what the run section of summary.json records about Ray (``stats``: the engine's)."""
+    replicas = _Replicas(plan, metrics, settings, aggregate, cache)
+    first_actor, first_info = replicas.start(0)
+    replicas.identities = first_info["identities"]
+    identities = {role: replicas.identities[role] for role in sorted({r for m in metrics for r in m.roles})
+                  if role in replicas.identities}
+    sink = RunSink(folder, samples, metrics, settings, identities, aggregate, run_info, overwrite=overwrite)
+    todo = sink.todo
+    size = max(1, plan.shard_size or math.ceil(len(todo) / plan.replicas)) if todo else 1
+    shards = [_Shard(i, todo[start:start + size]) for i, start in enumerate(range(0, len(todo), size))]
+    scheduler = _Scheduler(shards)
+    slots = min(plan.replicas, len(shards))
+    threads = [threading.Thread(target=replicas.serve, args=(i, first_actor if i == 0 else None, scheduler, per_row),
+                                name=f"offline-eval-replica-{i}", daemon=True) for i in range(slots)]
+    if not threads:
+        _retire(first_actor)
+    for thread in threads:
+        thread.start()
+    bar = progress("samples (ray)", len(todo)) if progress and todo else None
+    collected = _collect(replicas.events, len(threads), sink, cache, on_sample, bar)
+    if bar:
+        bar.close()
+    for thread in threads:
+        thread.join()
+    if scheduler.error is not None:
+        raise scheduler.error
+    return sink, {"stats": collected["stats"], "replicas": slots, "gpus_per_replica": plan.gpus,
+                  "cpus_per_replica": plan.cpus_per_replica, "shards": len(shards), "shard_size": size,
+                  "nodes": sorted(replicas.nodes), "actors_started": sum(replicas.generations.values()),
+                  "retries": collected["retries"], "cache_mode": plan.cache_mode,
+                  "cache_entries_merged": collected["merged"]}
+
+
+def _collect(events: queue.Queue, running: int, sink: RunSink, cache: ResultCache | None,
+             on_sample: Callable[[ResultRow], None] | None, bar: Any) -> dict[str, Any]:
+    """The driver's side of the replicas' events until every replica thread has ended: each sample's
+    first row to results.jsonl (then ``on_sample`` and the bar), cache batches into the driver's cache,
+    engine statistics summed, retries logged. Returns ``stats``, ``retries`` and ``merged``."""
+    finished: set[str] = set(sink.done)
+    stats: dict[str, Any] = {}
+    retries: list[dict[str, Any]] = []
+    merged = 0
+    while running:
+        chunk = events.get()
+        if chunk is None:
+            running -= 1
+            continue
+        rows = []
+        for event in chunk:
+            if event[0] == "row":
+                row = event[1]
+                if row.id in finished:
+                    continue
+                rows.append(row)
+                finished.add(row.id)
+            elif event[0] == "cache":
+                if cache is not None:
+                    cache.put_many(event[1], event[2])
+                    merged += len(event[2])
+            elif event[0] == "stats":
+                _merge_stats(stats, event[1])
+            elif event[0] == "retry":
+                _, replica, index, left, why = event
+                log.warning("replica %d died (%s) during shard %d: %d samples retried", replica, why, index, left)
+                retries.append({"replica": replica, "shard": index, "samples_left": left, "error": why})
+        if rows:
+            sink.append(rows)
+            for row in rows:
+                if on_sample:
+                    on_sample(row)
+                if bar:
+                    bar.update(1)
+    return {"stats": stats, "retries": retries, "merged": merged}

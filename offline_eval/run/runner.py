@@ -25,8 +25,8 @@ from offline_eval.calibration import Calibration, annotate_row, calibration_entr
 from offline_eval.data.schema import Sample
 from offline_eval.engine.cache import ResultCache
 from offline_eval.engine.executor import Engine, ProgressFactory, Task
-from offline_eval.engine.models import ModelSet
-from offline_eval.run.folder import FINGERPRINT, RESULTS, SUMMARY, RunFolder, RunOutput
+from offline_eval.engine.models import Models
+from offline_eval.run.folder import RESULTS, RUN_INFO, SUMMARY, RunFolder, RunOutput
 from offline_eval.metrics.aggregate import Aggregate
 from offline_eval.metrics.base import Metric, Score, as_score, returns
 from offline_eval.metrics.base import start as start_metric
@@ -36,7 +36,7 @@ from offline_eval.stats import summarize
 
 log = logging.getLogger(__name__)
 
-__all__ = ["FINGERPRINT", "RESULTS", "SUMMARY", "DEFAULT_WINDOW", "RunOutput", "RunSink", "evaluate",
+__all__ = ["RUN_INFO", "RESULTS", "SUMMARY", "DEFAULT_WINDOW", "RunOutput", "RunSink", "run_in_process",
            "run_fingerprint", "finish_run"]
 
 # Rows per window. Measured with benchmarks/engine_scale.py and benchmarks/throughput.py (README).
@@ -119,13 +119,13 @@ class RunSink:
                           applicable_calibrations(self.metrics, self.identities, self.settings, calibrations))
 
 
-def evaluate(samples: list[Sample], metrics: list[Metric], models: ModelSet, settings: EvalSettings,
-             output_dir: str | Path, *, cache: ResultCache | None = None, aggregate: bool = False,
-             per_row: bool = False, progress: ProgressFactory | None = None,
-             run_info: dict[str, Any] | None = None,
-             on_sample: Callable[[ResultRow], None] | None = None,
-             calibrations: list[Calibration] | None = None, window: int = DEFAULT_WINDOW,
-             overwrite: bool = False, on_close: Callable[[RunOutput], None] | None = None) -> RunOutput:
+def run_in_process(samples: list[Sample], metrics: list[Metric], models: Models, settings: EvalSettings,
+                   output_dir: str | Path, *, cache: ResultCache | None = None, aggregate: bool = False,
+                   per_row: bool = False, progress: ProgressFactory | None = None,
+                   run_info: dict[str, Any] | None = None,
+                   on_sample: Callable[[ResultRow], None] | None = None,
+                   calibrations: list[Calibration] | None = None, window: int = DEFAULT_WINDOW,
+                   overwrite: bool = False, on_close: Callable[[RunOutput], None] | None = None) -> RunOutput:
     """Score ``samples`` with ``metrics`` into ``output_dir``, resuming an earlier try of the same run.
 
     ``on_sample(row)`` is called as each sample finishes (its row reaches results.jsonl with the rest of

@@ -12,7 +12,7 @@ model loads: a mismatch stops the run with :class:`ModelChanged`, unless verific
 in which case the manifest's hashes are trusted for the files not already hashed.
 
 :func:`model_identity` is the one place a cache identity is written, from a backend's declaration,
-its folders' fingerprints and its options; the ModelSet of a profile and a backend built directly
+its folders' fingerprints and its options; the Models of a profile and a backend built directly
 both go through it.
 """
 
@@ -53,6 +53,11 @@ def sha256_file(path: str | os.PathLike[str]) -> str:
         while chunk := handle.read(_CHUNK):
             digest.update(chunk)
     return digest.hexdigest()
+
+
+def hash_folder(folder: Path) -> dict[str, str]:
+    """sha256 of every file of ``folder`` (see :func:`list_files` for what is skipped)."""
+    return {name: sha256_file(folder / name) for name in list_files(folder)}
 
 
 def list_files(folder: Path) -> list[str]:

@@ -1,4 +1,4 @@
-"""From a profile to the run's ModelSet: identities computed from files, backends loaded on first use."""
+"""From a profile to the run's Models: identities computed from files, backends loaded on first use."""
 
 from __future__ import annotations
 
@@ -7,9 +7,9 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from offline_eval.engine.models import ModelSet
+from offline_eval.engine.models import Models
 from offline_eval.runtime.identity import content_fingerprint, model_identity
-from offline_eval.runtime.provision import STARTER_MARKER
+from offline_eval.runtime.provision.starter import STARTER_MARKER
 from offline_eval.runtime.profiles import (
     Folder, ModelNotProvisioned, Profile, RoleSpec, backend_kwargs, missing_folder_message,
 )
@@ -46,14 +46,14 @@ def manifest_hashes(folder: Folder) -> dict[str, str]:
     return {}
 
 
-def model_set_from_profile(profile: Profile, *, device: str | None, batch_size: int | None,
-                           judge_batch_size: int | None = None, roles: set[str] | None = None,
-                           verify: bool = True) -> ModelSet:
+def models_from_profile(profile: Profile, *, device: str | None, batch_size: int | None,
+                        judge_batch_size: int | None = None, roles: set[str] | None = None,
+                        verify: bool = True) -> Models:
     """Only ``roles`` (default: all three) are configured; none is loaded until it is used.
 
     Every configured role's identity is computed (and, with ``verify``, checked against its manifest)
     here, before any model loads."""
-    models = ModelSet()
+    models = Models(profile)
     for spec in profile.roles():
         if roles is not None and spec.role not in roles:
             continue

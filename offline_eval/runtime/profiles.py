@@ -20,7 +20,7 @@ The models root is ``--models-dir``, else the manifest's own ``models_root``, el
 ``$OFFLINE_EVAL_MODELS``, else ``~/.cache/offline-eval/models``.
 
 Nothing here imports torch or transformers: backends are created lazily by
-:func:`offline_eval.runtime.loading.model_set_from_profile`.
+:func:`offline_eval.runtime.loading.models_from_profile`.
 """
 
 from __future__ import annotations
@@ -307,7 +307,8 @@ def _user_path(text: str) -> Path:
     return Path(text).expanduser().absolute()
 
 
-def _is_path_like(name_or_path: str) -> bool:
+def is_manifest_path(name_or_path: str) -> bool:
+    """Whether a ``--profile`` value names a manifest file rather than a built-in profile."""
     return (
         name_or_path.endswith(".toml")
         or os.sep in name_or_path
@@ -318,7 +319,7 @@ def _is_path_like(name_or_path: str) -> bool:
 
 def manifest_path(name_or_path: str) -> Path:
     """The manifest file of a built-in profile name or a path to a TOML file."""
-    if _is_path_like(name_or_path):
+    if is_manifest_path(name_or_path):
         path = Path(name_or_path).expanduser()
         if not path.is_file():
             raise ProfileError(f"profile manifest {path} not found")

@@ -123,8 +123,8 @@ def cmd_generate(args: argparse.Namespace) -> int:
         print("offline-eval generate: no documents to generate from", file=sys.stderr)
         return 2
 
-    chosen = configure_models(ModelChoice.from_args(args), {"judge"})
-    profile, models = chosen.profile, chosen.models
+    models = configure_models(ModelChoice.from_args(args), {"judge"})
+    profile = models.profile
     cache = open_cache(args)
     if profile.starter:
         print("offline-eval: starter profile: the test set only shows that the pipeline runs; use the cpu "

@@ -1,0 +1,179 @@
+"""The package's shape, read from its source: short functions, private names kept at home, and layers
+that only look down.
+
+- No function (nested ones counted on their own and inside their parent) is longer than 80 lines.
+- A name starting with one underscore is private to the module that defines it: no other module
+  imports it (``from offline_eval.x import _name``) or reaches for it (``x._name`` on an imported
+  module), and a private module (``report/_run.py``) is imported only from its own package.
+- The library layers (``run``, ``engine``, ``metrics``, ``runtime``) import nothing from a command
+  package (``agreement``, ``cli*``, ``report``) at module level, and importing the run path and the API
+  brings none of those in, not even through another module.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+PACKAGE = Path(__file__).resolve().parents[1] / "offline_eval"
+MAX_FUNCTION_LINES = 80
+LAYERS = ("run", "engine", "metrics", "runtime")
+COMMAND_PACKAGES = ("agreement", "cli", "report")  # offline_eval.<name>*: agreement_cli, cli_models too
+
+
+def modules() -> dict[str, tuple[Path, ast.Module]]:
+    """Dotted module name -> (file, syntax tree), for every module of the package."""
+    found = {}
+    for path in sorted(PACKAGE.rglob("*.py")):
+        parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+        name = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+        found[name] = (path, ast.parse(path.read_text(encoding="utf-8"), filename=str(path)))
+    return found
+
+
+def package_of(module: str, path: Path) -> str:
+    return module if path.name == "__init__.py" else module.rpartition(".")[0]
+
+
+def imported_module(module: str, path: Path, node: ast.ImportFrom) -> str:
+    """The absolute name of the module a ``from ... import`` reads from."""
+    if not node.level:
+        return node.module or ""
+    base = package_of(module, path).split(".")
+    base = base[:len(base) - (node.level - 1)]
+    return ".".join(base + ([node.module] if node.module else []))
+
+
+def private(name: str) -> bool:
+    return name.startswith("_") and not name.startswith("__")
+
+
+def is_command_module(name: str) -> bool:
+    parts = name.split(".")
+    return len(parts) > 1 and parts[0] == "offline_eval" and parts[1].startswith(COMMAND_PACKAGES)
+
+
+def module_level_nodes(tree: ast.Module):
+    """The nodes that run when the module is imported: everything but function bodies."""
+    todo = list(tree.body)
+    while todo:
+        node = todo.pop()
+        yield node
+        if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+            todo.extend(ast.iter_child_nodes(node))
+
+
+def test_no_function_is_longer_than_80_lines() -> None:
+    long = [f"{path.relative_to(PACKAGE.parent)}:{node.lineno} {node.name} ({node.end_lineno - node.lineno + 1} lines)"
+            for path, tree in modules().values() for node in ast.walk(tree)
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
+            and node.end_lineno - node.lineno + 1 > MAX_FUNCTION_LINES]
+    assert not long, "functions over 80 lines:\n" + "\n".join(long)
+
+
+def outside_home(target: str, importer: str, known: set[str]) -> bool:
+    """Whether ``importer`` (a package name) reaches into the private module ``target`` from outside the
+    package that holds it; False when ``target`` is no private module."""
+    parts = target.split(".")
+    for index, part in enumerate(parts):
+        if private(part) and ".".join(parts[:index + 1]) in known:
+            home = ".".join(parts[:index])
+            return not (importer == home or importer.startswith(home + "."))
+    return False
+
+
+def private_name_crossings(module: str, path: Path, tree: ast.Module, known: set[str]) -> list[str]:
+    """Where ``module`` uses another module's private name, or a private module from another package;
+    ``known``: every module of the package."""
+    found = []
+    where = f"{path.relative_to(PACKAGE.parent)}"
+    own_package = package_of(module, path)
+    imported_modules: dict[str, str] = {}  # local name -> offline_eval module it is bound to
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                if alias.name.startswith("offline_eval."):
+                    imported_modules[alias.asname or alias.name] = alias.name
+                    if outside_home(alias.name, own_package, known):
+                        found.append(f"{where}:{node.lineno} imports the private module {alias.name}")
+        elif isinstance(node, ast.ImportFrom):
+            source = imported_module(module, path, node)
+            if not source.startswith("offline_eval"):
+                continue
+            if outside_home(source, own_package, known):
+                found.append(f"{where}:{node.lineno} imports from the private module {source}")
+            for alias in node.names:
+                full = f"{source}.{alias.name}"
+                imported_modules[alias.asname or alias.name] = full
+                if full in known:  # a module: allowed at home (checked above), not elsewhere
+                    if outside_home(full, own_package, known):
+                        found.append(f"{where}:{node.lineno} imports the private module {full}")
+                elif private(alias.name) and source != module:
+                    found.append(f"{where}:{node.lineno} imports {full}")
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute) and private(node.attr):
+            base = ast.unparse(node.value)
+            if imported_modules.get(base) in known and imported_modules[base] != module:
+                found.append(f"{where}:{node.lineno} reads {imported_modules[base]}.{node.attr}")
+    return found
+
+
+def test_no_private_name_crosses_a_module() -> None:
+    found = modules()
+    crossings = [line for module, (path, tree) in found.items()
+                 for line in private_name_crossings(module, path, tree, set(found))]
+    assert not crossings, "private names used outside their module:\n" + "\n".join(crossings)
+
+
+def test_the_checks_see_a_private_import_and_a_private_module() -> None:
+    """The check above is no vacuous pass: it finds each kind of crossing in a module made up here."""
+    tree = ast.parse("from offline_eval.runtime.profiles import _hidden\n"
+                     "from offline_eval.report._run import lower_is_better\n"
+                     "from offline_eval.runtime import profiles\n"
+                     "profiles._hidden()\n")
+    known = set(modules())
+    found = private_name_crossings("offline_eval.run.example", PACKAGE / "run" / "example.py", tree, known)
+    assert len(found) == 3, found
+    own = ast.parse("from offline_eval.report._run import lower_is_better\n")
+    assert not private_name_crossings("offline_eval.report.html", PACKAGE / "report" / "html.py", own, known)
+
+
+def test_library_layers_import_no_command_package_at_module_level() -> None:
+    found = []
+    for module, (path, tree) in modules().items():
+        parts = module.split(".")
+        if len(parts) < 2 or parts[1] not in LAYERS:
+            continue
+        for node in module_level_nodes(tree):
+            if isinstance(node, ast.Import):
+                names = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                source = imported_module(module, path, node)
+                names = [source] + [f"{source}.{alias.name}" for alias in node.names]
+            else:
+                continue
+            names = [n for n in names if is_command_module(n)]
+            if names:
+                found.append(f"{path.relative_to(PACKAGE.parent)}:{node.lineno} imports {names[0]}")
+    assert not found, "command packages imported by a library layer:\n" + "\n".join(found)
+
+
+def test_the_run_path_and_the_api_load_no_command_package() -> None:
+    """Importing what scores a run (its setup, runner, Ray engine, every built-in metric, the model
+    loading) and the Python API loads no command package, even indirectly: neither those named above
+    nor any other command module (``estimate_cli``, ``engine/cache_cli``, ``runtime/models_cli``)."""
+    code = ("import json, sys, offline_eval.api, offline_eval.run.config, offline_eval.run.runner, "
+            "offline_eval.run.ray_engine, offline_eval.runtime.loading, offline_eval.calibration\n"
+            "from offline_eval.metrics import resolve_metrics\n"
+            "resolve_metrics(None, {})\n"
+            "print(json.dumps(sorted(m for m in sys.modules if m.startswith('offline_eval.'))))")
+    proc = subprocess.run([sys.executable, "-c", code], cwd=PACKAGE.parent, capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    loaded = json.loads(proc.stdout)
+    assert "offline_eval.run.runner" in loaded and "offline_eval.metrics.ragas" in loaded
+    commands = [m for m in loaded if is_command_module(m)
+                or any(p == "cli" or p.startswith("cli_") or p.endswith("_cli") for p in m.split("."))]
+    assert not commands, commands
