@@ -103,7 +103,7 @@ class DeferredCache:
     """A ResultCache whose file does not exist yet, made (with its folder) at the first read or write.
     A run reads the cache only once it has been accepted (its models configured and verified, its
     folder locked and free of another run's results), so a run refused during setup leaves no new
-    cache file, journal or lock file behind (issue #33). Removing the file after a refusal instead could
+    cache file, journal or lock file behind. Removing the file after a refusal instead could
     remove one that another run sharing the path had just made. Anything but ``path``, ``repaired``,
     ``len`` and ``close`` opens the file and is the ResultCache's."""
 

@@ -1,5 +1,5 @@
 """What your experts would say: each metric's human rate estimated from the judge's scores on every row
-and expert labels on a few of them (issue #27; SPEC §7; docs/estimate.md).
+and expert labels on a few of them (docs/estimate.md).
 
 A run gives the judge's score ``f`` on all N scored rows; a labels file (:mod:`offline_eval.labels`) gives
 what people answered to the metric's question (``HUMAN_QUESTIONS``) on n of them. For each metric:
@@ -17,10 +17,11 @@ what people answered to the metric's question (``HUMAN_QUESTIONS``) on n of them
   labelled rows are cut into 5 stratified folds, each fold's rows get the map fitted on the other four,
   and each unlabelled row the average of the five maps, so no label is corrected with a map fitted on it
   (cross-prediction-powered inference, Zrnic and Candès 2024) and the estimate stays unbiased.
-  ``benchmarks/estimate.py`` measured both on every shared labelled set (docs/estimate.md): the
-  calibrated prediction's estimate is closer and its interval narrower, but its interval covered less
-  than 93% on RGB (AUC 0.97), where a map fitted on 40 labels is too sure of itself; the raw score met
-  the acceptance everywhere, so it is the default.
+  ``benchmarks/estimate.py`` measured both on every shared labelled set (docs/estimate.md, "Measured"):
+  the calibrated prediction's estimate is closer and its interval narrower, but on RGB, where the judge
+  separates the labels almost perfectly, a map fitted on a few dozen labels is too sure of itself and
+  its interval covers too little; the raw score's interval kept its coverage everywhere, so it is the
+  default.
 
 The intervals are for the rate over the run's N rows (what the experts would say about this data set),
 the labelled rows being a simple random sample of them. That is a finite population, so both intervals
@@ -65,7 +66,7 @@ from offline_eval.records import ResultRow, RunSummary
 
 Z95 = 1.959963984540054  # the standard normal's 97.5% quantile
 PREDICTIONS = ("raw", "calibrated")
-DEFAULT_PREDICTION = "raw"  # meets issue #27's acceptance on every shared set; calibrated does not on RGB
+DEFAULT_PREDICTION = "raw"  # its interval keeps its coverage on every shared set; calibrated's not on RGB
 FOLDS = 5
 FOLD_SEED = 0
 UNNAMED = "(unnamed)"  # the annotator of labels that name none

@@ -1,4 +1,4 @@
-"""Expert labels: what people said about a run's samples, one JSON object a line (issue #27).
+"""Expert labels: what people said about a run's samples, one JSON object a line.
 
 A labels file is JSON Lines. Each line is one person's answer about one sample, for one metric:
 

@@ -43,8 +43,8 @@ _CUT_SENT_RULES: tuple[tuple[re.Pattern[str], str], ...] = (
 # pysbd is quadratic in the length of the text it segments, for two reasons: its numbered-list rule
 # (``ListItemReplacer.scan_lists``) rewrites the whole text once per list item found anywhere in it
 # (``Doc 1.``, ``2.``...), and its span matching (``Segmenter.sentences_with_char_spans``) searches
-# every sentence from the start of the text. Measured: 100k characters of RAGEval answers 2.3 s, 200k
-# 15 s, a 5 MB context hours. Texts up to PYSBD_WHOLE_CHARS (more than every text of the parity
+# every sentence from the start of the text. Measured on RAGEval answers: twice the text took several
+# times as long, and a 5 MB context hours. Texts up to PYSBD_WHOLE_CHARS (more than every text of the parity
 # fixtures: RAGEval's at most 3.8k, DragonBall's documents at most 16k) are segmented whole, exactly
 # as the reference does; a longer one PYSBD_PIECE_CHARS new characters at a time (see
 # _segment_in_pieces). Within a piece the list rule is still quadratic, so smaller pieces win on

@@ -1,4 +1,4 @@
-"""Read an evaluation dataset in any supported layout into :class:`Sample` objects (SPEC §1).
+"""Read an evaluation dataset in any supported layout into :class:`Sample` objects.
 
 How a raw row becomes a Sample, field by field:
 

@@ -1,4 +1,4 @@
-"""One evaluation sample (SPEC §1) and the error every bad input turns into."""
+"""One evaluation sample and the error every bad input turns into."""
 
 from __future__ import annotations
 

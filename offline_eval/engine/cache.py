@@ -10,9 +10,10 @@ through an index kept in memory (:class:`_JournalIndex`, 16 bytes an answer). :m
 folds the journal into ``results`` in key order, one pass. A journal left by a process that was killed
 is folded by the next process to open the file. Whether a journal's process is alive is told by an
 advisory ``flock`` on ``<cache>.<journal>.lock``, held for the journal's life and released by the
-kernel however the process ends. Measured (README, ``benchmarks/engine_scale.py``): one key-indexed
-table made each 1024-row window's commits cost 0.5 s at the start of a run and over 1 s by 20k rows, as
-random keys landed on ever more index pages; the journal's commits stay flat.
+kernel however the process ends. Measured with ``benchmarks/engine_scale.py`` (docs/measurements.md,
+"Engine overhead and memory by dataset size"): with one key-indexed table each window's commits grew
+slower as the run went on, as random keys landed on ever more index pages; the journal's commits stay
+flat.
 
 Another process's journal is not read: two runs sharing a file at once see each other's answers once
 the first one ends.

@@ -1,4 +1,4 @@
-"""Model-free RAGEval metrics: retrieval recall, retrieval precision, EIR and ROUGE-L (SPEC §2).
+"""Model-free RAGEval metrics: retrieval recall, retrieval precision, EIR and ROUGE-L.
 
 The four functions reproduce the RAGEval reference implementation (OpenBMB/RAGEval,
 ``rageval/evaluation/metrics/rag_metrics/``) value for value, including its edge cases:

@@ -1,4 +1,4 @@
-"""Prompts of the Ragas metric family (SPEC §2), English and Chinese."""
+"""Prompts of the Ragas metric family, English and Chinese."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Prompts of the RAGEval family (SPEC §2, seed 003), English and Chinese.
+"""Prompts of the RAGEval family, English and Chinese.
 
 Two groups:
 

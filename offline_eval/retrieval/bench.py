@@ -691,7 +691,7 @@ def write_answer_datasets(path: str | Path, queries: Sequence[Query], chunks: Se
                           retriever: str = "", chunk_size: int | None = None) -> Path:
     """Hook for the end-to-end mode (``--answer``): one evaluation dataset per retriever run.
 
-    Writes a JSONL in the evaluation-sample layout (SPEC §1) — ``id``, ``question``, ``contexts``
+    Writes a JSONL in the evaluation-sample layout (:class:`~offline_eval.data.schema.Sample`) — ``id``, ``question``, ``contexts``
     (the top-``k`` chunk texts, best first), ``ground_truth``, ``reference_contexts``, ``language``,
     plus ``retriever``, ``chunk_size`` and ``retrieved_chunk_ids`` carried through untouched — so
     that ``offline-eval run`` can score it. There is no ``answer`` field yet: generating answers

@@ -39,7 +39,9 @@ log = logging.getLogger(__name__)
 __all__ = ["RUN_INFO", "RESULTS", "SUMMARY", "DEFAULT_WINDOW", "RunOutput", "RunSink", "run_in_process",
            "run_fingerprint", "finish_run"]
 
-# Rows per window. Measured with benchmarks/engine_scale.py and benchmarks/throughput.py (README).
+# Rows per window: the engine's cost per row stays flat and windows keep the batching gain (measured in
+# docs/measurements.md, "Engine overhead and memory by dataset size" and "Windows vs the whole dataset in
+# one window").
 DEFAULT_WINDOW = 1024
 # Allocations between two young-generation collections while a run is scored (Python's default: 700).
 GC_THRESHOLD = 50_000
@@ -51,13 +53,13 @@ def fewer_collections(threshold: int = GC_THRESHOLD):
 
     A stage creates tens of thousands of requests that live until it ends; with Python's defaults they
     set off a young collection every 700 allocations, survive it, and soon a full collection that walks
-    every object alive, the dataset and the models included: about a quarter of the engine's own time
-    in benchmarks/engine_scale.py's scripted run.
+    every object alive, the dataset and the models included: a large share of the engine's own time in
+    benchmarks/engine_scale.py's scripted run.
 
     Everything alive when the run starts is frozen out of collection (``gc.freeze``; not when the caller
     froze objects already, whose choice it keeps) and young collections come every ``threshold``
-    allocations; both are undone after. Measured: 3.70 -> 3.21 ms/row at 10k scripted rows (means of
-    four runs each, alternated).
+    allocations; both are undone after. What it saves per row: docs/measurements.md, "Engine overhead
+    and memory by dataset size".
     """
     old = gc.get_threshold()
     freeze = gc.get_freeze_count() == 0

@@ -1,10 +1,11 @@
 """Kernels that give a sequence the same result whatever the sequences batched with it.
 
-A sample's score must not change with the batch it lands in (issue #20). In a bfloat16 model every
-intermediate value is rounded to 8 bits of mantissa, so two computations that differ in the last bit
-of one sum drift apart layer after layer: on the bench judge, P(Yes) for one verdict moved by up to
-0.02 between a batch of 64 and the same prompt alone, and greedy decoding took another word. Two
-kernels were the cause, measured on a CPU (torch 2.13, oneDNN):
+A sample's score must not change with the batch it lands in. In a bfloat16 model every intermediate
+value is rounded to 8 bits of mantissa, so two computations that differ in the last bit of one sum
+drift apart layer after layer: on the bench judge, P(Yes) for a verdict moved in its second decimal
+between a batch of 64 and the same prompt alone, enough to flip thresholded verdicts, and greedy
+decoding took another word (measured in docs/measurements.md, "Does a score depend on its batch?").
+Two kernels were the cause, found on a CPU (torch 2.13, oneDNN):
 
 * **Attention.** PyTorch's fused attention reduces over the key axis in blocks whose boundaries move
   with the number of keys, so a row's result changes with the left padding a batch adds, with the
@@ -133,8 +134,7 @@ def _blocked_product(probs: Any, values: Any) -> Any:
     sequence's first key, each block padded with zeros to its full size, the blocks' products added
     in float32 in order. A matrix product's summation order depends on its inner length: a query
     that sees 200 keys, computed once beside 130 keys masked after it (the prompt in one pass) and once
-    with none (its shared prefix run alone), gave other bits (issue #33, seen on the tiny judge's
-    prompts). With every block the same length, the keys masked after a query are exact zeros in
+    with none (its shared prefix run alone), gave other bits (seen on the tiny judge's prompts). With every block the same length, the keys masked after a query are exact zeros in
     blocks of the same shape, and the query's result does not depend on how many follow it."""
     import torch
 

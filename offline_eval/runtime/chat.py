@@ -25,7 +25,7 @@ Rules, stated once:
   where it spells one of the tokenizer's special tokens (``<|im_start|>``, ``</s>``, ...), which the
   rendered prompt's encoding would read as that token, a zero-width space is put after its first
   character (:func:`defuse`), so it is read as text and a chunk cannot close the user's turn and open a
-  system one (issue #33).
+  system one.
 """
 
 from __future__ import annotations

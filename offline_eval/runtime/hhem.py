@@ -346,7 +346,7 @@ class HHEMVerifier(Backend):
                 idx = order[b : b + self.batch_size]
                 self._score_batch(windows, idx, scores)
                 # A score on the 0.5 boundary is recomputed alone: padding and the batch's shape may
-                # move float32 results in their last bits, never a verdict (issue #20).
+                # move float32 results in their last bits, never a verdict.
                 for i in idx if len(idx) > 1 else ():
                     if on_boundary(scores[i]):
                         self._score_batch(windows, [i], scores)

@@ -154,7 +154,7 @@ def file_hashes(folder: str | Path, expected: Mapping[str, str] | None = None, *
     and a difference raises :class:`ModelChanged` naming the file. Without it, a listed file is not read:
     its sha256 when it was hashed in exactly its present state, else its state itself
     (``unverified:<size>:<mtime>:<ctime>:<inode>:<device>``), never the manifest's hash unread: a file
-    overwritten in place then changes the model's identity, so its old answers are not reused (issue #33).
+    overwritten in place then changes the model's identity, so its old answers are not reused.
     """
     root = Path(folder)
     memo = memo or default_memo()

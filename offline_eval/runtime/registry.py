@@ -103,12 +103,11 @@ DECLARED_BACKENDS: tuple[BackendSpec, ...] = (
         options=frozenset({"tensor_parallel_size", "gpu_memory_utilization", "max_model_len", "dtype", "seed",
                            "top_logprobs", "batch_size", "batch_invariant"}),
         neutral_options=frozenset({"batch_size", "gpu_memory_utilization", "tensor_parallel_size"}),
-        revision=2,  # 2: special tokens spelled in the data read as text (issue #33)
+        revision=2,  # 2: special tokens spelled in the data read as text
     ),
     # revision 2: option logits in float32; 3: attention computed row by row, the same whatever the
-    # batch (issue #20); 4: attention weights times values summed in fixed blocks of keys, the same
-    # whatever the keys masked after a query, and special tokens spelled in the data read as text
-    # (issue #33).
+    # batch; 4: attention weights times values summed in fixed blocks of keys, the same whatever the
+    # keys masked after a query, and special tokens spelled in the data read as text.
     BackendSpec(
         "judge", "transformers", "offline_eval.runtime.transformers_judge", "TransformersJudge",
         needs_folder=True, options=frozenset({"dtype", "max_model_len", "max_new_tokens", "batch_size"}),
@@ -120,7 +119,7 @@ DECLARED_BACKENDS: tuple[BackendSpec, ...] = (
                            "retry_backoff", "top_logprobs", "batch_size"}),
         neutral_options=frozenset({"batch_size", "max_concurrency", "timeout", "api_key"}),
         url_option="base_url", takes_device=False,
-        revision=2,  # 2: the common chat templates' special tokens spelled in the data defused (issue #33)
+        revision=2,  # 2: the common chat templates' special tokens spelled in the data defused
     ),
     BackendSpec("judge", "scripted", "offline_eval.runtime.scripted", "ScriptedJudge",
                 neutral_options=_STAND_IN_NEUTRAL, test_double=True),

@@ -2,8 +2,8 @@
 
 On a quiet machine torch's own choice (one thread per core, threads that spin while they wait) is the
 fastest. On a busy one it is the slowest: waiting threads spin away the time slices the working ones
-need, and a run takes several times its fair share (issue #19 measured 8.2x the quiet time beside three
-busy loops on two cores). So ``auto`` looks, at start, at how many other tasks are runnable: with none
+need, and a run takes several times its fair share (beside three busy loops on two cores: measured in
+docs/measurements.md, "A run beside busy loops"). So ``auto`` looks, at start, at how many other tasks are runnable: with none
 it leaves torch alone; with some it takes the cores left over (at least one) and makes waiting threads
 sleep (``OMP_WAIT_POLICY=PASSIVE``, which must be set before torch loads). A number is used as given.
 """

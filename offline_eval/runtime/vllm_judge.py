@@ -22,7 +22,7 @@ This module imports without vLLM; constructing :class:`VLLMJudge` without it rai
   is listed the result is uniform.
 * **Batch invariance**: vLLM's batch-invariant kernels (``VLLM_BATCH_INVARIANT=1``, vLLM >= 0.11, NVIDIA
   compute capability >= 8.0) are switched on before vLLM is imported, so a request's completion and
-  option probabilities do not depend on the requests that share its batch (issue #20).
+  option probabilities do not depend on the requests that share its batch.
   ``batch_invariant=False`` (a manifest option) leaves vLLM's faster default kernels; a
   ``VLLM_BATCH_INVARIANT`` already set in the environment wins either way.
 * **Device**: ``"cuda"`` or ``"cuda:N"``. vLLM has no device argument; with ``"cuda:N"`` and

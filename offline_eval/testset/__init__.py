@@ -1,4 +1,4 @@
-"""RAGEval-style test-set generation (SPEC §2, seed 003): ``offline-eval generate``.
+"""RAGEval-style test-set generation: ``offline-eval generate``.
 
 schema (summarised from a few documents) -> configurations (key facts per document) -> optionally
 new synthetic documents -> question / answer pairs of seven types -> references copied verbatim from
