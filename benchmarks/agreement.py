@@ -1,6 +1,8 @@
 """Agreement with human labels on every shared labelled set, our default metrics beside one plain prompt.
 
     python benchmarks/agreement.py                 # writes benchmarks/results/agreement.{json,md}
+    python benchmarks/agreement.py --configs plain,default,no_baseline,full_baseline \
+        --out benchmarks/results/agreement_variants
     python benchmarks/agreement.py --sets begin --configs plain,default
 
 Sets (../shared/data, SPEC §6), each mapped to the metric it tests:

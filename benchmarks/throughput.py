@@ -25,7 +25,7 @@ Timings are only comparable *within* one run (the machine may be shared): read t
 absolute numbers.
 
     python benchmarks/throughput.py --n 4                  # size things first
-    python benchmarks/throughput.py --n 64 --max-tokens 128 --batch-size 64 --threads 2   # published: 4.69x
+    python benchmarks/throughput.py --n 64 --max-tokens 128 --batch-size 64 --threads 2   # results/throughput.md
 """
 
 from __future__ import annotations

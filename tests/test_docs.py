@@ -29,7 +29,7 @@ not in the repository (``data.jsonl``, ``labelled.jsonl``), a run folder made by
 benchmark and test scripts (minutes to hours).
 
 Besides commands: every relative link leads to a file and every ``#heading`` it names is on that page,
-and every repository path written in code (``benchmarks/results/agreement.md``) exists. The README stays
+and every repository path written in code (``benchmarks/results/engine_scale.md``) exists. The README stays
 a front page: under 150 lines, starting with the two set-up commands.
 """
 

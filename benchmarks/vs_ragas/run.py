@@ -2,7 +2,7 @@
 """offline-eval vs Ragas 0.4 on the same rows, the same local judge and embedder, in one run.
 
     bash benchmarks/vs_ragas/setup_venv.sh          # once: Ragas in its own git-ignored venv
-    python benchmarks/vs_ragas/run.py --n 64 --max-tokens 128 --threads 1 --batch-size 64 --json benchmarks/results/vs_ragas_n64.json --md benchmarks/results/vs_ragas_n64.md
+    python benchmarks/vs_ragas/run.py --n 64 --max-tokens 128 --threads 1 --batch-size 64
 
 Runs with the product's venv python. Both tools score faithfulness, answer_relevancy,
 context_precision and context_recall on the first N rows of the dataset (read once, by offline-eval's

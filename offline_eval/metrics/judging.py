@@ -337,7 +337,7 @@ def corrected(judge: float, baseline: float | None, weight: float) -> float:
     rises and falls with the premise itself (its length, its topic), whatever the claim; the empty
     statement measures that lean, and subtracting it ranks claims of different premises fairly.
     ``weight`` 1 is the paper's full correction, 0 none. Measured with the bench judge on the four
-    shared labelled sets (benchmarks/results/agreement.md): half the correction ranks best or near
+    shared labelled sets (benchmarks/results/agreement_variants.md): half the correction ranks best or near
     best on every one, the full correction loses on multi-sentence summaries.
     """
     if baseline is None or weight == 0:
