@@ -123,7 +123,7 @@ def _merge_config(args: argparse.Namespace, parser: argparse.ArgumentParser) -> 
     the file's top level). A key is named like its flag or its destination, with underscores, and its
     value is read as the flag reads its text (:func:`_config_value`), so a file is checked as strictly
     as a command line. A flag was left out when it holds None (False for a switch): every setting
-    defaults to that (``--threads``' None is auto; tests/test_cli.py checks them all), so a default
+    defaults to that (``--threads``' None is auto; tests/run/test_cli.py checks them all), so a default
     never hides a file's value. An unreadable file, an unknown key or a bad value is a ValueError of
     one line naming the file and the key (exit 2)."""
     if not args.config:

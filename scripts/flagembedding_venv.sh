@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Builds .flagembedding-venv: FlagEmbedding (BGE-M3's reference implementation) on top of the product's
-# own packages, for the BGE-M3 parity test (tests/test_retrieval_m3.py runs tests/flagembedding_side.py
-# with it when FlagEmbedding is not importable in the test interpreter itself).
+# own packages, for the BGE-M3 parity test (tests/retrieval/test_retrieval_m3.py runs
+# tests/retrieval/flagembedding_side.py with it when FlagEmbedding is not importable in the test
+# interpreter itself).
 # The venv reads .venv's site-packages through a .pth file, so torch, transformers and tokenizers are the
 # very same installs; FlagEmbedding and the two packages its import needs that .venv lacks are installed
 # with --no-deps, so pip never pulls another torch. FlagEmbedding is not a dependency of offline-eval.

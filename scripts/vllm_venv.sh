@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Builds the side venv for the vLLM contract tests (tests/test_vllm_contract.py runs tests/vllm_side.py in it):
+# Builds the side venv for the vLLM contract tests (tests/runtime/test_vllm_contract.py runs
+# tests/runtime/vllm_side.py in it):
 # the real vllm==0.32.0 and the project with its dependencies, on a CPU torch, so vLLM's own classes
 # (EngineArgs, SamplingParams, RequestOutput, ...) can check what the backend builds without a GPU.
 # The venv is large (~6 GB) and independent of the checkout, so it lives outside it, cached and keyed by the vLLM and

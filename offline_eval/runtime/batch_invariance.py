@@ -24,7 +24,7 @@ Two kernels were the cause, found on a CPU (torch 2.13, oneDNN):
   linear layer handed one row computes two copies of it instead.
 
 So a prompt gives the same bits at batch size 1 or 64, in one pass or as a shared prefix and a tail,
-and greedy decoding gives the same tokens (``tests/test_transformers_judge.py`` checks each layout and
+and greedy decoding gives the same tokens (``tests/runtime/test_transformers_judge.py`` checks each layout and
 the whole judge). The guarantee needs matrix products whose rows do not interact beyond that: float32
 products on MKL pick their kernels by shape and stay within about 1e-7, which is why the judge also
 recomputes alone any verdict that sits on its decision boundary. The attention is registered under

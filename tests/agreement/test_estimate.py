@@ -18,10 +18,7 @@ from offline_eval.estimate import (
 from offline_eval.calibration import fit_platt, read_calibrations
 from offline_eval.labels import Label, cohen_kappa
 
-try:
-    from test_report_fixtures import EVIL, build_run
-except ImportError:  # pragma: no cover
-    from tests.test_report_fixtures import EVIL, build_run
+from tests.report.test_report_fixtures import EVIL, build_run
 
 
 # --- the estimator by hand -----------------------------------------------------------------------------

@@ -21,8 +21,8 @@ from offline_eval.data.readers import (
     read_dataset,
 )
 
-REPO = Path(__file__).resolve().parents[1]
-SHARED_DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
+REPO = Path(__file__).resolve().parents[2]
+SHARED_DATA = Path(__file__).resolve().parents[3] / "shared" / "data"
 LIST_COLUMNS = ("contexts", "reference_contexts", "keypoints")
 
 # The same three rows go through every format. Every row has every column (missing values are

@@ -25,7 +25,7 @@ from offline_eval.runtime.hashing_embedder import HashingEmbedder
 from offline_eval.runtime.scripted import ScriptedJudge
 from tests.helpers import claims_rule, models
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 EXAMPLES = REPO / "examples" / "sample.jsonl"
 SCRIPT = {"generate": [claims_rule("Break the answer", ["claim one", "claim two", "claim three"]),
                        claims_rule("把回答拆分", ["陈述一", "陈述二"]),

@@ -50,7 +50,7 @@ def start(metric: Metric, sample: Sample, ctx: object) -> Score:
         return done.value
     raise AssertionError(f"{metric.name} asked for a model")
 
-DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
+DATA = Path(__file__).resolve().parents[3] / "shared" / "data"
 TOL = 1e-6
 
 # Reference means published with the fixture (SPEC §2).

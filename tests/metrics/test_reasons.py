@@ -22,7 +22,7 @@ from offline_eval.reasons import Unscorable, failing_with
 from offline_eval.runtime.scripted import ScriptedJudge
 from tests.helpers import claims_rule, models, score
 
-PACKAGE = Path(__file__).resolve().parents[1] / "offline_eval"
+PACKAGE = Path(__file__).resolve().parents[2] / "offline_eval"
 SAMPLE = Sample(id="1", question="Where is Paris?", answer="Paris is in France. It is large.",
                 contexts=["Paris is the capital of France."], ground_truth="Paris is in France.", language="en")
 

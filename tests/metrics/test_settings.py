@@ -16,7 +16,7 @@ from offline_eval.calibration import settings_signature
 from offline_eval.cli import build_parser, main
 from offline_eval.metrics.settings import EvalSettings
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 EXAMPLES = REPO / "examples" / "sample.jsonl"
 
 # A setting added to the declaration and nowhere else: the script below looks for it everywhere.

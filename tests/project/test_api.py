@@ -14,7 +14,7 @@ import pytest
 import offline_eval
 from offline_eval.cli import main
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 EXAMPLES = REPO / "examples" / "sample.jsonl"
 
 

@@ -9,7 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 
 def test_device_check_rehearsal_writes_its_table(tmp_path):

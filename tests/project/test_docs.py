@@ -49,7 +49,7 @@ import pytest
 
 from offline_eval.cli import build_parser, main
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 PAGES = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
 SHELL_LANGUAGES = {"", "bash", "sh", "shell", "console"}
 CHAIN = {"&&", "||", ";", "|"}

@@ -23,11 +23,11 @@ prompt's word moves a tiny model's P(Yes) in the second decimal).
 
 A tolerance alone would not make a decision stable: a probability stored within the tolerance of its
 threshold could flip on another CPU. The stored file is checked to hold none (``MARGIN``).
-``tests/test_golden_kernels.py`` reruns one setting with the kernels restricted, in a subprocess, so the
+``tests/project/test_golden_kernels.py`` reruns one setting with the kernels restricted, in a subprocess, so the
 claim above is tested, not only stated.
 
 After a change that is meant to move scores, rewrite the file and say why in the commit:
-``OFFLINE_EVAL_WRITE_GOLDEN=1 .venv/bin/python -m pytest tests/test_golden.py``. A float that matches
+``OFFLINE_EVAL_WRITE_GOLDEN=1 .venv/bin/python -m pytest tests/project/test_golden.py``. A float that matches
 its stored value to the tolerance is kept as stored, so a file rewritten on another CPU changes only
 where a score moved.
 """
@@ -45,9 +45,9 @@ import pytest
 from offline_eval.cli import main
 from offline_eval.metrics import metric_classes
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 EXAMPLES = REPO / "examples" / "sample.jsonl"
-GOLDEN = Path(__file__).parent / "data" / "golden_sample.json"
+GOLDEN = REPO / "tests" / "data" / "golden_sample.json"
 SETTINGS = {
     "default": [],
     "generate": ["--verdicts", "generate", "--claims", "llm"],

@@ -18,7 +18,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-PACKAGE = Path(__file__).resolve().parents[1] / "offline_eval"
+PACKAGE = Path(__file__).resolve().parents[2] / "offline_eval"
 MAX_FUNCTION_LINES = 80
 LAYERS = ("run", "engine", "metrics", "runtime")
 COMMAND_PACKAGES = ("agreement", "cli", "report")  # offline_eval.<name>*: agreement_cli, cli_models too

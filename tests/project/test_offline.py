@@ -11,7 +11,7 @@ import pytest
 
 from offline_eval.cli import main
 
-EXAMPLES = Path(__file__).resolve().parents[1] / "examples" / "sample.jsonl"
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "sample.jsonl"
 
 
 class NetworkBlocked(AssertionError):
@@ -69,6 +69,6 @@ def test_offline_switches_are_set_on_import():
 
 
 def test_no_trust_remote_code_anywhere():
-    root = Path(__file__).resolve().parents[1] / "offline_eval"
+    root = Path(__file__).resolve().parents[2] / "offline_eval"
     offenders = [str(p) for p in root.rglob("*.py") if "trust_remote_code=True" in p.read_text(encoding="utf-8")]
     assert offenders == []

@@ -14,12 +14,9 @@ from offline_eval.report.compare import (
     compare_runs, format_comparison, print_comparison, regression_failures, write_comparison_html,
 )
 
-try:
-    from test_report_fixtures import METRICS, build_run
-except ImportError:  # tests/ imported as a package
-    from tests.test_report_fixtures import METRICS, build_run
+from tests.report.test_report_fixtures import METRICS, build_run
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 
 def test_lower_faithfulness_is_a_significant_regression(tmp_path):

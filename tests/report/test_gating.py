@@ -10,10 +10,7 @@ import pytest
 from offline_eval.report.gating import ThresholdError, check_thresholds, parse_thresholds
 from offline_eval.report.terminal import format_summary, print_summary
 
-try:
-    from test_report_fixtures import METRICS, build_run
-except ImportError:  # tests/ imported as a package
-    from tests.test_report_fixtures import METRICS, build_run
+from tests.report.test_report_fixtures import METRICS, build_run
 
 
 def summary_of(metrics: dict) -> dict:

@@ -19,10 +19,7 @@ import pytest
 from offline_eval.report import svg
 from offline_eval.report.html import write_report, write_retrieval_report
 
-try:
-    from test_report_fixtures import EVIL, METRICS, build_run
-except ImportError:  # tests/ imported as a package
-    from tests.test_report_fixtures import EVIL, METRICS, build_run
+from tests.report.test_report_fixtures import EVIL, METRICS, build_run
 
 SVG_NS = "{http://www.w3.org/2000/svg}"
 

@@ -1,6 +1,6 @@
 """BGE-M3 outputs and scores from FlagEmbedding's ``BGEM3FlagModel``, the reference implementation.
 
-Imported by ``tests/test_retrieval_m3.py`` when FlagEmbedding is importable in the test interpreter,
+Imported by ``tests/retrieval/test_retrieval_m3.py`` when FlagEmbedding is importable in the test interpreter,
 otherwise run as a script with the interpreter of a side virtualenv that has it
 (``scripts/flagembedding_venv.sh`` builds one in ``.flagembedding-venv``; FlagEmbedding is not a
 dependency of offline-eval): JSON ``{"folder", "queries", "passages", "max_length", "weights"}`` on

@@ -15,9 +15,9 @@ import pytest
 from offline_eval.retrieval.bench import BenchConfig, format_table, run_benchmark
 from offline_eval.retrieval.cli import register
 
-from tests.test_retrieval_retrievers import HashingEncoder
+from tests.retrieval.test_retrieval_retrievers import HashingEncoder
 
-SHARED = Path(__file__).resolve().parents[2] / "shared" / "data"
+SHARED = Path(__file__).resolve().parents[3] / "shared" / "data"
 
 DOCS = [
     {"id": "acme", "text": "Acme Corp was founded in 2001 in Boston. In March 2021 Acme acquired Beta "

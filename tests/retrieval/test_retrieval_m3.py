@@ -40,9 +40,9 @@ from offline_eval.retrieval.m3 import (
 )
 
 from tests import tiny_models
-from tests.test_retrieval_bench import DOCS, QUERIES, _write
+from tests.retrieval.test_retrieval_bench import DOCS, QUERIES, _write
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 SHARED = REPO.parent / "shared" / "data"
 TOL = 1e-5
 QUESTIONS = ["What did the company acquire in March?", "Who was appointed chief executive?",
@@ -176,7 +176,7 @@ def test_parity_with_flagembedding_bgem3flagmodel(m3_folder: Path, ours: dict) -
     request = {"folder": str(m3_folder), "queries": QUESTIONS, "passages": PASSAGES, "max_length": 512,
                "weights": [1.0, 0.3, 1.0]}
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "OMP_NUM_THREADS": "1"}
-    proc = subprocess.run([python, str(REPO / "tests" / "flagembedding_side.py")], input=json.dumps(request),
+    proc = subprocess.run([python, str(REPO / "tests" / "retrieval" / "flagembedding_side.py")], input=json.dumps(request),
                           capture_output=True, text=True, env=env, timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]
     ref = json.loads(proc.stdout)

@@ -2,7 +2,7 @@
 
 The browser is Debian's chromium (/usr/bin/chromium) driven by Playwright's Python package with that
 executable (no browser is downloaded); those tests are skipped when either is missing. The run folders
-are the report's hostile fixture (tests/test_report_fixtures.py, with a run.json and more hostile text
+are the report's hostile fixture (tests/report/test_report_fixtures.py, with a run.json and more hostile text
 in every field) and a real `offline-eval run` with the tiny models.
 """
 
@@ -29,19 +29,15 @@ from offline_eval.labels import HUMAN_QUESTIONS, LABELS_FILE, Label, append_labe
 from offline_eval.review.server import ReviewServer
 from offline_eval.review.session import REVIEW_FILE, Review, ReviewError, seeded_order
 
-try:
-    from test_report import CHROMIUM_FLAGS
-    from test_report_fixtures import EVIL, build_run
-except ImportError:  # tests/ imported as a package
-    from tests.test_report import CHROMIUM_FLAGS
-    from tests.test_report_fixtures import EVIL, build_run
+from tests.report.test_report import CHROMIUM_FLAGS
+from tests.report.test_report_fixtures import EVIL, build_run
 
 try:
     from playwright.sync_api import sync_playwright
 except ImportError:
     sync_playwright = None
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 EXAMPLES = REPO / "examples" / "sample.jsonl"
 CHROMIUM = "/usr/bin/chromium" if os.path.exists("/usr/bin/chromium") else shutil.which("chromium")
 # The report test's flags, less those Playwright sets itself (headless) or that would flood its pipe.

@@ -10,7 +10,7 @@ import pytest
 
 from offline_eval.cli import main
 
-EXAMPLES = Path(__file__).resolve().parents[1] / "examples" / "sample.jsonl"
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "sample.jsonl"
 
 
 def test_settings_come_from_a_toml_config_and_flags_win(tmp_path):
@@ -86,7 +86,7 @@ def test_quiet_run_prints_only_offline_evals_own_lines(tiny_profile, tmp_path):
     import subprocess
     import sys
 
-    repo = Path(__file__).resolve().parents[1]
+    repo = Path(__file__).resolve().parents[2]
     done = subprocess.run(
         [sys.executable, "-m", "offline_eval.cli", "run", "--dataset", str(EXAMPLES), "--profile", str(tiny_profile),
          "--limit", "2", "--metrics", "faithfulness,answer_similarity", "--max-tokens", "8", "--quiet",

@@ -26,7 +26,7 @@ from offline_eval.cli import main
 from offline_eval.engine.cache import ResultCache
 from offline_eval.run.folder import RunFolder
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 
 def _dataset(path: Path, rows: int = 300) -> Path:

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 # A model-free metric slow enough to be interrupted in the middle of a run.
 SLOW = '''

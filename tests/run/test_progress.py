@@ -10,7 +10,7 @@ from pathlib import Path
 from offline_eval.cli import main
 from offline_eval.progress import RunProgress
 
-EXAMPLES = Path(__file__).resolve().parents[1] / "examples" / "sample.jsonl"
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "sample.jsonl"
 
 
 def test_the_line_names_window_step_and_estimates():

@@ -20,9 +20,9 @@ from offline_eval.engine.cache import ResultCache
 from offline_eval.run.runner import run_in_process
 from offline_eval.metrics import resolve_metrics
 from offline_eval.metrics.settings import EvalSettings
-from tests.test_engine import _samples, assert_same_scores
+from tests.engine.test_engine import _samples, assert_same_scores
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 METRICS = ["faithfulness", "context_precision", "answer_similarity", "aggregate"]
 N_ROWS, BATCH, MAX_TOKENS = 8, 2, 16
 

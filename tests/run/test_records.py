@@ -19,10 +19,7 @@ from offline_eval.records import MetricSummary, ResultRow, RunSummary, StoredSco
 from offline_eval.run.runner import run_in_process
 from offline_eval.stats import summarize
 
-try:
-    from test_report_fixtures import build_run
-except ImportError:  # tests/ imported as a package
-    from tests.test_report_fixtures import build_run
+from tests.report.test_report_fixtures import build_run
 
 
 class Share(Metric):

@@ -21,9 +21,9 @@ from offline_eval.metrics.settings import EvalSettings
 from offline_eval.runtime.hashing_embedder import HashingEmbedder
 from offline_eval.runtime.scripted import ScriptedJudge
 from tests.helpers import models
-from tests.test_engine import SCRIPT, _samples
+from tests.engine.test_engine import SCRIPT, _samples
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 
 def _evaluate(samples, out, names=("faithfulness", "answer_similarity"), **kwargs):

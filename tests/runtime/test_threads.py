@@ -13,7 +13,7 @@ import pytest
 
 from offline_eval.runtime.threads import choose_threads, other_runnable, parse_threads
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 
 def test_auto_leaves_a_quiet_machine_to_torch_and_shares_a_busy_one(monkeypatch):

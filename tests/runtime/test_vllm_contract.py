@@ -1,7 +1,7 @@
 """The vLLM backend against the real ``vllm==0.32.0`` package, on a CPU (issue #17).
 
-``tests/test_vllm_judge.py`` checks the backend against a fake ``vllm`` module, which can only agree with what its
-author believed vLLM does. These tests run ``tests/vllm_side.py`` in a side venv that holds the real vLLM (built,
+``tests/runtime/test_vllm_judge.py`` checks the backend against a fake ``vllm`` module, which can only agree with what its
+author believed vLLM does. These tests run ``tests/runtime/vllm_side.py`` in a side venv that holds the real vLLM (built,
 cached outside the checkout, by ``scripts/vllm_venv.sh``; ``scripts/test.sh`` builds it when missing) and assert
 on what vLLM's own classes made of what the backend sent:
 
@@ -28,7 +28,7 @@ from typing import Any
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 VLLM_VERSION = "0.32.0"
 VENV = Path(os.environ.get("OFFLINE_EVAL_VLLM_VENV") or Path.home() / ".cache" / "offline-eval"
             / f"vllm-{VLLM_VERSION}-py{sys.version_info[0]}.{sys.version_info[1]}")
@@ -54,7 +54,7 @@ def seen(judge_folder: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[s
            if k not in ("PYTHONPATH", "VLLM_BATCH_INVARIANT", "CUDA_VISIBLE_DEVICES")}
     env.update(HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", OMP_NUM_THREADS="1", VLLM_NO_USAGE_STATS="1",
                DO_NOT_TRACK="1", VLLM_CACHE_ROOT=str(work / "vllm-cache"), VLLM_LOGGING_LEVEL="WARNING")
-    proc = subprocess.run([str(VENV / "bin" / "python"), str(REPO / "tests" / "vllm_side.py")],
+    proc = subprocess.run([str(VENV / "bin" / "python"), str(REPO / "tests" / "runtime" / "vllm_side.py")],
                           input=json.dumps({"model": str(judge_folder), "out": str(out)}),
                           capture_output=True, text=True, env=env, timeout=300)
     assert proc.returncode == 0, proc.stderr[-4000:]

@@ -118,7 +118,7 @@ def test_batch_invariant_kernels_are_asked_for_before_vllm_loads(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, batch_invariant: bool) -> None:
     """vLLM reads VLLM_BATCH_INVARIANT when it is imported: the backend sets it first (a stand-in
     ``vllm`` package records what the engine saw), unless the manifest turns it off."""
-    from tests.test_transformers_judge import _build_tokenizer
+    from tests.runtime.test_transformers_judge import _build_tokenizer
 
     _build_tokenizer().save_pretrained(tmp_path)
     seen: dict[str, object] = {}
@@ -151,7 +151,7 @@ def tiny_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
     torch = pytest.importorskip("torch")
     if not torch.cuda.is_available():
         pytest.skip("vLLM needs an NVIDIA GPU")
-    from test_transformers_judge import _build_model, _build_tokenizer
+    from tests.runtime.test_transformers_judge import _build_model, _build_tokenizer
 
     path = tmp_path_factory.mktemp("tiny-llama-vllm")
     tok = _build_tokenizer()

@@ -1,6 +1,6 @@
 """The vLLM backend against the real ``vllm==0.32.0`` package: what vLLM's own classes make of what it sends.
 
-Run by ``tests/test_vllm_contract.py`` with the interpreter of the side venv that ``scripts/vllm_venv.sh`` builds
+Run by ``tests/runtime/test_vllm_contract.py`` with the interpreter of the side venv that ``scripts/vllm_venv.sh`` builds
 (vLLM is never a dependency of the default install, and PyPI's vLLM needs a GPU to run a model): JSON
 ``{"model": FOLDER, "out": FILE}`` on stdin; it writes what it saw to FILE as JSON and the test asserts on it.
 vLLM is imported once and everything is checked in this one process (the import alone takes ~8 s).
@@ -19,7 +19,7 @@ own ``append_logprobs_for_next_position``, as its ``LogprobsProcessor`` builds t
 The platform: with a CPU torch and vLLM's CUDA wheel vLLM detects no platform and its ``device_type`` is empty,
 which only ``DeviceConfig`` reads while the config is built; it is set to ``"cpu"`` so the engine config can be
 built. Checks that only a real GPU makes (memory, compute capability) are the GPU test's business
-(``tests/test_vllm_judge.py::test_vllm_engine_end_to_end``).
+(``tests/runtime/test_vllm_judge.py::test_vllm_engine_end_to_end``).
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 # this checkout's offline_eval, whichever checkout the cached venv was built from
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 # The score_options scripts: prompt token ids -> {token id: logit} on top of BASE_SLOPE * -token_id (distinct
 # logits, so the top-k is unambiguous). Filled in by the checks before they call the backend.
