@@ -362,7 +362,7 @@ class _RowReader:
                 elif isinstance(current, list):
                     reason = f"{walked} is a list of {len(current)} items, no item '{segment}'"
                 else:
-                    reason = f"{walked} is {jsonjson_type_name(current)}, not an object"
+                    reason = f"{walked} is {json_type_name(current)}, not an object"
                 raise DataError(f"mapping path '{path}' does not exist in this row: {reason}",
                                 source=self.source, row=self.row_number, field=field)
         self.taken_paths.add(segments)
@@ -495,7 +495,7 @@ def _as_text(value: Any, error: _ErrorFactory) -> str | None:
         return _number_text(value)
     if isinstance(value, dict):
         raise error.nested_object(value, "a string")
-    raise error(f"expected a string, got {jsonjson_type_name(value)}")
+    raise error(f"expected a string, got {json_type_name(value)}")
 
 
 def _as_string_list(value: Any, error: _ErrorFactory) -> list[str] | None:
@@ -508,10 +508,10 @@ def _as_string_list(value: Any, error: _ErrorFactory) -> list[str] | None:
     if isinstance(value, dict):
         raise error.nested_object(value, "a list of strings")
     if not isinstance(value, list):
-        raise error(f"expected a list of strings, got {jsonjson_type_name(value)}")
+        raise error(f"expected a list of strings, got {json_type_name(value)}")
     for index, item in enumerate(value, start=1):
         if not isinstance(item, str):
-            raise error(f"item {index} of the list is {jsonjson_type_name(item)}, expected a string")
+            raise error(f"item {index} of the list is {json_type_name(item)}, expected a string")
     return value
 
 
@@ -618,7 +618,7 @@ def _as_id(value: Any, error: _ErrorFactory) -> str | None:
         return value
     if isinstance(value, (int, float)) and not isinstance(value, bool):
         return _number_text(value)
-    raise error(f"expected a string or a number, got {jsonjson_type_name(value)}")
+    raise error(f"expected a string or a number, got {json_type_name(value)}")
 
 
 def _as_language(value: Any, error: _ErrorFactory) -> str | None:
@@ -626,7 +626,7 @@ def _as_language(value: Any, error: _ErrorFactory) -> str | None:
         return None
     if isinstance(value, str):
         return value.strip()
-    raise error(f"expected a language code such as 'en' or 'zh', got {jsonjson_type_name(value)}")
+    raise error(f"expected a language code such as 'en' or 'zh', got {json_type_name(value)}")
 
 
 def _number_text(value: int | float) -> str:
