@@ -319,6 +319,8 @@ def cmd_metrics(args: argparse.Namespace) -> int:
         roles = ", ".join(sorted(cls.roles)) or "no model"
         direction = "higher is better" if cls.higher_is_better else "lower is better"
         print(f"{name:<30} needs {needs:<45} uses {roles:<28} {direction:<17} {cls.description}")
+        if cls.reads_question:
+            print(f"{'':<32}reads the question in its conversation (--history), when the sample has one")
         for public, field in option_names(cls).items():
             print(f"{'':<32}{option_flag(public, field)} ({field.name}, default {field.default!r}): "
                   f"{field.metadata.get('help', '')}")

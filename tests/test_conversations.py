@@ -106,3 +106,105 @@ def test_mtrag_file_is_read_without_a_mapping() -> None:
     assert follow_up.question == follow_up.conversation[-1].content and follow_up.contexts is not None
     assert set(follow_up.extra["human"]) == {"faithfulness", "completeness", "appropriateness", "naturalness"}
     assert follow_up.id.endswith("::gpt-4o") and follow_up.conversation_id.endswith("::gpt-4o")
+
+
+# ----------------------------------------------------------------------------- metrics read the history
+
+from offline_eval.engine.executor import Engine, Task  # noqa: E402
+from offline_eval.metrics import metric_classes  # noqa: E402
+from offline_eval.metrics.base import as_score, start  # noqa: E402
+from offline_eval.metrics.conversation import recent_turns  # noqa: E402
+from offline_eval.metrics.settings import EvalSettings  # noqa: E402
+from offline_eval.runtime.scripted import ScriptedJudge  # noqa: E402
+
+try:
+    from helpers import models
+except ImportError:
+    from tests.helpers import models
+
+FOLLOW_UP = Sample(id="f", question="When was he born?", answer="He was born in 1564.",
+                   contexts=["William Shakespeare was born in Stratford in 1564."],
+                   ground_truth="Shakespeare was born in 1564.",
+                   conversation=[Turn("user", "Who wrote Hamlet?"), Turn("assistant", "William Shakespeare."),
+                                 Turn("user", "When was he born?")], conversation_id="c")
+REWRITE = '{"question": "When was William Shakespeare born?"}'
+
+
+def judge_for_conversations() -> ScriptedJudge:
+    return ScriptedJudge(script={
+        "generate": [{"match": "Rewrite the user's last question", "response": REWRITE},
+                     {"match": "Break the answer", "response": '{"claims": ["Shakespeare was born in 1564."]}'}],
+        "default_probs": {"Yes": 0.7, "No": 0.3}})
+
+
+def score_all(sample: Sample, settings: EvalSettings, judge: ScriptedJudge) -> dict[str, object]:
+    names = sorted(n for n, c in metric_classes().items() if c.__module__.startswith("offline_eval.") and c.roles)
+    engine = Engine(models(judge))
+    tasks = engine.run([Task(key=n, generator=start(metric_classes()[n](), sample, settings)) for n in names])
+    return {t.key: as_score(t.result) for t in tasks}
+
+
+@pytest.mark.parametrize("mode", ["tail", "both"])
+def test_every_metric_that_reads_the_question_sees_the_conversation(mode: str) -> None:
+    judge = judge_for_conversations()
+    scores = score_all(FOLLOW_UP, EvalSettings(history=mode, claims="llm"), judge)
+    readers = sorted(n for n, c in metric_classes().items() if c.__module__.startswith("offline_eval.")
+                     and c.reads_question)
+    assert "faithfulness" in readers and "context_precision" in readers and "completeness" in readers
+    asked = [p for p in judge.prompts_seen if "When was" in p and "Rewrite the user's" not in p]
+    assert asked and all("Conversation so far:\nUser: Who wrote Hamlet?\nAssistant: William Shakespeare.\n\n" in p
+                         for p in asked)
+    if mode == "both":
+        assert all("When was William Shakespeare born?" in p for p in asked)
+    assert all(s.value is not None or s.reason for s in scores.values())
+
+
+def test_rewrite_is_asked_once_per_sample_and_shared_by_every_metric() -> None:
+    judge = judge_for_conversations()
+    score_all(FOLLOW_UP, EvalSettings(history="rewrite"), judge)
+    rewrites = [p for p in judge.prompts_seen if "Rewrite the user's last question" in p]
+    assert len(rewrites) == 1 and "Conversation so far:" in rewrites[0]
+    others = [p for p in judge.prompts_seen if "Rewrite the user's" not in p and "Shakespeare born?" in p]
+    assert others and not any("Conversation so far:" in p for p in others)
+
+
+def test_an_unreadable_rewrite_keeps_the_question() -> None:
+    judge = ScriptedJudge(script={"generate": [{"match": "Rewrite the user's", "response": "no json at all"}],
+                                  "default_probs": {"Yes": 0.7, "No": 0.3}})
+    scores = score_all(FOLLOW_UP, EvalSettings(history="rewrite"), judge)
+    assert scores["context_precision"].value is not None
+    assert any("Question: When was he born?" in p for p in judge.prompts_seen if "Rewrite" not in p)
+
+
+def test_none_or_no_history_changes_no_prompt() -> None:
+    plain = dataclasses_replace(FOLLOW_UP, conversation=None)
+    first, second, third = judge_for_conversations(), judge_for_conversations(), judge_for_conversations()
+    a = score_all(plain, EvalSettings(), first)
+    b = score_all(FOLLOW_UP, EvalSettings(history="none"), second)
+    c = score_all(dataclasses_replace(FOLLOW_UP, conversation=[Turn("user", "When was he born?")]), EvalSettings(),
+                  third)
+    assert first.prompts_seen == second.prompts_seen == third.prompts_seen
+    assert {k: v.value for k, v in a.items()} == {k: v.value for k, v in b.items()} == {k: v.value for k, v in c.items()}
+
+
+def dataclasses_replace(sample: Sample, **changes: object) -> Sample:
+    import dataclasses
+    return dataclasses.replace(sample, **changes)
+
+
+def test_recent_turns_keep_the_latest_words_whole_turns_first() -> None:
+    turns = [Turn("user", "one two three"), Turn("assistant", "four five six seven"), Turn("user", "eight nine")]
+    assert recent_turns(turns, 100, "en") == turns
+    assert recent_turns(turns, 6, "en") == turns[1:]
+    assert recent_turns(turns, 5, "en") == [Turn("assistant", "…five six seven"), Turn("user", "eight nine")]
+    assert recent_turns(turns, 2, "en") == [Turn("user", "eight nine")]
+    assert recent_turns([Turn("user", "一二三四五")], 3, "zh") == [Turn("user", "…三四五")]
+
+
+def test_history_at_its_default_leaves_fingerprints_and_signatures_as_before() -> None:
+    from offline_eval.calibration import settings_signature
+
+    default = EvalSettings()
+    assert "history" not in default.fingerprint() and "history_words" not in settings_signature(default)
+    assert EvalSettings(history="none").fingerprint()["history"] == "none"
+    assert settings_signature(EvalSettings(history_words=50))["history_words"] == 50

@@ -350,7 +350,7 @@ def _stored_settings(info: dict[str, Any], run_dir: Path) -> EvalSettings:
     """The settings a run recorded in run.json; one recorded by code without a setting that changes values
     cannot be matched to a calibration."""
     recorded = info.get("settings") if isinstance(info.get("settings"), dict) else {}
-    missing = [k for k in EvalSettings.signature_fields() if k not in recorded]
+    missing = [k for k in EvalSettings.signature_fields(recorded_always=True) if k not in recorded]
     if missing:
         raise DataError(f"run.json records no {', '.join(missing)} (an older offline-eval wrote it); calibrate by "
                         "scoring the labelled set again (--dataset)", source=str(run_dir))

@@ -56,6 +56,7 @@ class Faithfulness(SampleMetric):
     requires = ("answer", "contexts")
     roles = frozenset({"judge", "verifier"})
     description = "share of the answer's claims supported by the retrieved contexts"
+    reads_question = True  # claims resolve pronouns with it; a short answer is judged as an answer to it
     evidence = (Checks("claims", text="claim", verdict="supported", yes="supported", no="unsupported", note="reason",
                        context="chunk", figures=(PROBABILITY,)),)
     claims_mode: ClassVar[str | None] = None  # None: EvalSettings.claims
@@ -253,6 +254,7 @@ class ContextRecall(SampleMetric):
     requires = ("contexts", "ground_truth")
     roles = frozenset({"judge", "verifier"})
     description = "share of the reference's sentences attributable to the contexts"
+    reads_question = True  # a sentence of the reference is judged as an answer to it
     evidence = (Checks("claims", text="claim", verdict="attributed", yes="attributed", no="not attributed",
                        note="reason", context="chunk", figures=(PROBABILITY,)),)
 

@@ -249,3 +249,24 @@ DEFAULT_RUBRICS = {
         5: "The response is fully consistent with the reference and complete.",
     },
 }
+
+
+# A follow-up question rewritten to stand alone ("when was he born?" -> "when was Shakespeare born?"), once
+# per sample, for every metric that reads the question (EvalSettings.history "rewrite" / "both"). The
+# conversation is shown before the question by Prompt.render.
+STANDALONE_QUESTION = register(Prompt(
+    name="standalone_question",
+    system=JSON_ONLY,
+    template={
+        "en": ("Rewrite the user's last question so that it can be understood without the conversation: replace "
+               "pronouns and references with what they refer to, keep its meaning and its language, and add "
+               "nothing else. A question that already stands alone is copied unchanged.\n"
+               "Question: {question}\n"
+               'JSON: {{"question": "..."}}'),
+        "zh": ("改写用户的最后一个问题，使其脱离对话也能看懂：把代词和指代换成所指的内容，保持原意和语言，不添加任何其他内容。"
+               "本身已经完整的问题原样照抄。\n"
+               "问题：{question}\n"
+               'JSON：{{"question": "..."}}'),
+    },
+    schema={"type": "object", "required": ["question"], "properties": {"question": {"type": "string"}}},
+))
