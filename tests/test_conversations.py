@@ -154,6 +154,8 @@ def test_every_metric_that_reads_the_question_sees_the_conversation(mode: str) -
     asked = [p for p in judge.prompts_seen if "When was" in p and "Rewrite the user's" not in p]
     assert asked and all("Conversation so far:\nUser: Who wrote Hamlet?\nAssistant: William Shakespeare.\n\n" in p
                          for p in asked)
+    # faithfulness judges each claim as a sentence of the reply to the follow-up, in its conversation
+    assert any("Sentence of the assistant's reply: Shakespeare was born in 1564." in p for p in asked)
     if mode == "both":
         assert all("When was William Shakespeare born?" in p for p in asked)
     assert all(s.value is not None or s.reason for s in scores.values())
