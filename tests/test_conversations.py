@@ -210,3 +210,62 @@ def test_history_at_its_default_leaves_fingerprints_and_signatures_as_before() -
     assert "history" not in default.fingerprint() and "history_words" not in settings_signature(default)
     assert EvalSettings(history="none").fingerprint()["history"] == "none"
     assert settings_signature(EvalSettings(history_words=50))["history_words"] == 50
+
+
+# ----------------------------------------------------------------------------- per turn and per conversation
+
+import json  # noqa: E402
+
+from offline_eval.cli import main  # noqa: E402
+from offline_eval.conversations import conversation_summary  # noqa: E402
+
+THREE_TURNS = [
+    {"id": "c1-t1", "conversation_id": "c1", "question": "Who wrote Hamlet?", "answer": "Shakespeare.",
+     "contexts": ["Hamlet is a tragedy by William Shakespeare."]},
+    {"id": "c1-t2", "conversation_id": "c1",
+     "conversation": [{"role": "user", "content": "Who wrote Hamlet?"}, {"role": "assistant", "content": "Shakespeare."},
+                      {"role": "user", "content": "When was he born?"}],
+     "answer": "He was born in 1564.", "contexts": ["Shakespeare was born in 1564 in Stratford."]},
+    {"id": "c1-t3", "conversation_id": "c1",
+     "conversation": [{"role": "user", "content": "Who wrote Hamlet?"}, {"role": "assistant", "content": "Shakespeare."},
+                      {"role": "user", "content": "When was he born?"}, {"role": "assistant", "content": "In 1564."},
+                      {"role": "user", "content": "Where?"}],
+     "answer": "In Stratford-upon-Avon.", "contexts": ["Shakespeare was born in 1564 in Stratford."]},
+    {"id": "c2-t1", "conversation_id": "c2", "question": "What is the capital of France?", "answer": "Paris.",
+     "contexts": ["Paris is the capital of France."]},
+    {"id": "alone", "question": "What is 2+2?", "answer": "4.", "contexts": ["2+2=4"]},
+]
+
+
+def test_conversation_summary_by_hand() -> None:
+    got = conversation_summary(["a", "a", "b", None], ["t1", "t2", "u1", "x"],
+                               {"m": [0.2, 0.8, 1.0, 0.0], "bad": [0.1, None, 0.3, 0.9]},
+                               {"m": True, "bad": False})
+    assert got["n_conversations"] == 2 and got["n_turns"] == 3 and got["n_outside"] == 1
+    a = got["by_conversation"]["a"]
+    assert a["turns"] == ["t1", "t2"]
+    assert a["metrics"]["m"] == {"mean": pytest.approx(0.5), "worst": 0.2, "worst_turn": "t1", "n_scored": 2}
+    assert a["metrics"]["bad"]["worst"] == 0.1 and a["metrics"]["bad"]["n_scored"] == 1  # lower is better: highest
+    assert got["metrics"]["m"]["mean"] == pytest.approx((0.5 + 1.0) / 2)  # each conversation once
+    assert got["metrics"]["m"]["worst_turn_mean"] == pytest.approx((0.2 + 1.0) / 2)
+    assert got["metrics"]["bad"]["worst_turn_mean"] == pytest.approx((0.1 + 0.3) / 2)
+    assert conversation_summary([None, None], ["x", "y"], {"m": [1.0, 0.0]}, {"m": True}) is None
+
+
+def test_a_run_gives_each_metric_per_conversation(tiny_profile: Path, tmp_path: Path, capsys) -> None:
+    data = tmp_path / "chat.jsonl"
+    data.write_text("".join(json.dumps(r) + "\n" for r in THREE_TURNS), encoding="utf-8")
+    out = tmp_path / "run"
+    assert main(["run", "--dataset", str(data), "--profile", str(tiny_profile), "--metrics",
+                 "faithfulness,context_relevance_embedding", "--no-cache", "--output", str(out), "--no-report"]) == 0
+    summary = json.loads((out / "summary.json").read_text(encoding="utf-8"))
+    conversations = summary["conversations"]
+    assert conversations["n_conversations"] == 2 and conversations["n_turns"] == 4 and conversations["n_outside"] == 1
+    assert conversations["by_conversation"]["c1"]["turns"] == ["c1-t1", "c1-t2", "c1-t3"]
+    rows = {json.loads(line)["id"]: json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()}
+    turns = [rows[i]["scores"]["faithfulness"]["value"] for i in ("c1-t1", "c1-t2", "c1-t3")]
+    c1 = conversations["by_conversation"]["c1"]["metrics"]["faithfulness"]
+    assert c1["mean"] == pytest.approx(sum(turns) / 3) and c1["worst"] == pytest.approx(min(turns))
+    assert rows["c1-t3"]["sample"]["question"] == "Where?" and rows["c1-t3"]["sample"]["conversation_id"] == "c1"
+    printed = capsys.readouterr().out
+    assert "per conversation (2 conversations, 4 turns" in printed and "mean worst turn" in printed
