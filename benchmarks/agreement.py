@@ -78,6 +78,8 @@ DATA = REPO.parent / "shared" / "data"
 BENCH_DIR = Path(os.environ.get("OFFLINE_EVAL_BENCH", "~/.cache/offline-eval-bench")).expanduser()
 JUDGE = BENCH_DIR / "qwen2.5-coder-0.5b-instruct"
 RESAMPLES, BOOT_SEED, FOLDS = 2000, 20240531, 5
+CRITERIA_FILE = REPO / "benchmarks" / "criteria" / "plain_faithfulness.toml"
+CRITERIA_METRICS = ("criterion_supported", "criterion_supported_lean")
 
 
 # --- the plain-prompt baseline -------------------------------------------------------------------
@@ -260,6 +262,10 @@ CONFIGS: dict[str, tuple[str | None, dict[str, Any], str | None]] = {
     "history_none": (None, {"history": "none"}, None),
     "history_rewrite": (None, {"history": "rewrite"}, None),
     "history_both": (None, {"history": "both"}, None),
+    # the plain faithfulness question written as a criterion of one's own (benchmarks/criteria), without
+    # and with the lean correction; sets scored by faithfulness only
+    "criterion": ("criterion_supported", {}, None),
+    "criterion_lean": ("criterion_supported_lean", {}, None),
     # variants measured while choosing the defaults (settings the current code understands)
     "share": (None, {"verdict_score": "threshold"}, None),
     "sentences": ("faithfulness_sentences", {}, None),
@@ -433,8 +439,12 @@ def main(argv: list[str] | None = None) -> int:
                 which, overrides, value_key = CONFIGS[config]
                 metric: Any = (baseline() if which == "plain" else baseline(in_conversation=True)
                                if which == "plain_history" else (which or metric_name))
-                if which == "faithfulness_sentences" and metric_name != "faithfulness":
+                if which in ("faithfulness_sentences", *CRITERIA_METRICS) and metric_name != "faithfulness":
                     continue
+                if which in CRITERIA_METRICS:
+                    from offline_eval.metrics.criteria import load_criteria
+
+                    load_criteria([CRITERIA_FILE])
                 roles = frozenset(resolve_metric(metric).roles if isinstance(metric, str) else metric.roles)
                 unknown = [k for k in overrides if k not in EvalSettings.option_names()]
                 if unknown:
@@ -443,7 +453,7 @@ def main(argv: list[str] | None = None) -> int:
                 setup = build_setup(metric, ModelChoice(profile="starter", judge=str(args.judge),
                                                         batch_size=args.batch_size),
                                     models=models.get(roles), verdicts="options", max_tokens=args.max_tokens,
-                                    **overrides)
+                                    criteria=[CRITERIA_FILE] if which in CRITERIA_METRICS else [], **overrides)
                 models[roles] = setup.models  # loaded once per set of roles
                 run_dir = args.runs_dir / f"{set_name}-{config}{args.tag}"
                 print(f"[{time.monotonic() - started:6.0f}s] {set_name} / {config}: {len(rows)} rows",
