@@ -182,6 +182,15 @@ def test_calibrate_fits_a_criterion_from_a_run_and_labels(tiny_profile: Path, tm
     target = tmp_path / "calibration.json"
     assert main(["calibrate", "--run", str(out), "--labels", str(labels), "--metric", "criterion_grounded",
                  "--criteria", str(criteria), "--to", str(target)]) == 0
+    # the review page and the estimate ask people the criterion's own question
+    from offline_eval.review.session import Review
+
+    question = "Is every statement of the answer supported by the context?"
+    assert Review(out, None).metrics == ["criterion_grounded"]
+    assert Review(out, None).questions["criterion_grounded"] == question
+    assert main(["estimate", str(out), "--labels", str(labels), "--json"]) == 0
+    estimate = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert estimate["criterion_grounded"]["question"] == question
     [fitted] = json.loads(target.read_text(encoding="utf-8"))["calibrations"]
     assert fitted["metric"] == "criterion_grounded"  # fitted for the criterion as the run defined it
     assert fitted["settings"]["options"]["criterion"]["question"]["en"].startswith("Is every statement")
