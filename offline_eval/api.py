@@ -179,13 +179,14 @@ def evaluate(data: Any, metrics: Iterable[Any] | None = None, *, models: Models 
                           Path(output) if output is not None else None)
 
 
-def compare(a: EvalResult | str | Path, b: EvalResult | str | Path) -> Any:
-    """Run b against run a, sample by sample (``offline-eval compare``): a Comparison whose ``metrics``
-    hold each metric's paired difference, interval, p-value and verdict."""
+def compare(a: EvalResult | str | Path, b: EvalResult | str | Path, *, by: str = "sample") -> Any:
+    """Run b against run a, sample by sample (``offline-eval compare``), or with ``by="conversation"``
+    conversation by conversation: a Comparison whose ``metrics`` hold each metric's paired difference,
+    interval, p-value and verdict."""
     from offline_eval.report.compare import compare_runs
 
     with tempfile.TemporaryDirectory(prefix="offline-eval-compare-") as tmp:
         folders = [Path(run) if not isinstance(run, EvalResult) else
                    run.folder if run.folder is not None else run._write(Path(tmp) / side)
                    for side, run in (("a", a), ("b", b))]
-        return compare_runs(folders[0], folders[1])
+        return compare_runs(folders[0], folders[1], by=by)
