@@ -21,13 +21,22 @@ Sets (../shared/data, SPEC §6), each mapped to the metric it tests:
   mtrag            MT-RAG dev (half of its human-evaluation subset, 10 conversations): each rated answer
                    (the reference, Llama-3.1-405B, GPT-4o) against its turn's passages, faithful when the
                    median of its annotators' 1-4 faithfulness ratings is 4 ("Yes", MT-RAG's own median
-                   aggregator); question = the turn's last user message, the history ignored; faithfulness
+                   aggregator), read as `offline-eval run` reads the file: each answer with its
+                   conversation; faithfulness
+  mtrag_completeness the same answers against the turn's reference answer, complete when the median of
+                   the completeness ratings is 4; the RAGEval keypoint completeness (the share of the
+                   reference's key points the answer covers: MT-RAG asks whether the response holds all
+                   the relevant information, a recall, which answer_correctness' F1 mixes with precision)
 
 Configurations: ``plain`` is the one-prompt baseline of issue #14 (user turn "Context:\\n{contexts}\\n\\n
 Statement:\\n{answer}\\n\\nIs the statement fully supported by the context? Answer Yes or No.", score =
 P(Yes) / (P(Yes) + P(No)) at the next token; for answer correctness the context is the golden
-answer and the question is given); ``default`` is the set's metric with the code's default settings.
-Other named configurations (``CONFIGS``) are the variants measured while choosing the defaults.
+answer and the question is given; for completeness, "Does the answer give all the information of the
+reference answer?"); ``plain_history`` is the same prompt with the conversation before the answer (its
+latest 200 words) and the question; ``default`` is the set's metric with the code's default settings
+(which read a conversation's history as ``--history tail``); ``history_none`` / ``history_rewrite`` /
+``history_both`` set ``--history``. Other named configurations (``CONFIGS``) are the variants measured
+while choosing the defaults.
 
 Calibrated balanced accuracy is cross-validated: each row is predicted by the threshold fitted (max
 balanced accuracy) on the other four of five stratified folds, as ``offline-eval calibrate`` reports
@@ -59,6 +68,7 @@ sys.path.insert(0, str(REPO))
 from offline_eval.agreement import agreement_pointwise  # noqa: E402
 from offline_eval.agreement.scoring import build_setup, resolve_metric, score_samples  # noqa: E402
 from offline_eval.calibration import best_threshold, out_of_fold_predictions  # noqa: E402
+from offline_eval.data.readers import read_dataset  # noqa: E402
 from offline_eval.data.schema import Sample  # noqa: E402
 from offline_eval.engine.cache import ResultCache  # noqa: E402
 from offline_eval.engine.requests import ScoreOptions, messages  # noqa: E402
@@ -70,6 +80,8 @@ DATA = REPO.parent / "shared" / "data"
 BENCH_DIR = Path(os.environ.get("OFFLINE_EVAL_BENCH", "~/.cache/offline-eval-bench")).expanduser()
 JUDGE = BENCH_DIR / "qwen2.5-coder-0.5b-instruct"
 RESAMPLES, BOOT_SEED, FOLDS = 2000, 20240531, 5
+CRITERIA_FILE = REPO / "benchmarks" / "criteria" / "plain_faithfulness.toml"
+CRITERIA_METRICS = ("criterion_supported", "criterion_supported_lean")
 
 
 # --- the plain-prompt baseline -------------------------------------------------------------------
@@ -77,15 +89,23 @@ PLAIN_SYSTEM = "You are a meticulous evaluator. Answer with a single word: Yes o
 
 
 class PlainSupport(Metric):
-    """Issue #14's baseline: one Yes/No prompt over all contexts and the whole answer."""
+    """Issue #14's baseline: one Yes/No prompt over all contexts and the whole answer. ``in_conversation``:
+    the same with the conversation before the answer and its question (the latest 200 words of it)."""
 
     name = "plain_support"
     requires = ("answer", "contexts")
     roles = frozenset({"judge"})
+    reads_question = False  # the plain prompt reads the history itself, when asked to
+
+    def __init__(self, in_conversation: bool = False) -> None:
+        super().__init__()
+        self.in_conversation = in_conversation
 
     def score(self, sample, settings):
-        body = (f"Context:\n{chr(10).join(sample.contexts)}\n\nStatement:\n{sample.answer}\n\n"
-                "Is the statement fully supported by the context? Answer Yes or No.")
+        turn = _conversation(sample) if self.in_conversation else ""
+        what = "reply" if turn else "statement"
+        body = (f"Context:\n{chr(10).join(sample.contexts)}\n\n{turn}{what.capitalize()}:\n{sample.answer}\n\n"
+                f"Is the {what} fully supported by the context? Answer Yes or No.")
         probs = yield ScoreOptions(prompt=messages(("system", PLAIN_SYSTEM), ("user", body)), options=("Yes", "No"))
         return Score(float(probs["Yes"]))
 
@@ -96,12 +116,40 @@ class PlainCorrect(Metric):
     name = "plain_correct"
     requires = ("question", "answer", "ground_truth")
     roles = frozenset({"judge"})
+    reads_question = False
+
+    def __init__(self, in_conversation: bool = False) -> None:
+        super().__init__()
+        self.in_conversation = in_conversation
 
     def score(self, sample, settings):
-        body = (f"Question: {sample.question}\nReference answer: {sample.ground_truth}\n\nAnswer:\n{sample.answer}\n\n"
+        turn = _conversation(sample) if self.in_conversation else f"Question: {sample.question}\n"
+        body = (f"{turn}Reference answer: {sample.ground_truth}\n\nAnswer:\n{sample.answer}\n\n"
                 "Is the answer correct according to the reference answer? Answer Yes or No.")
         probs = yield ScoreOptions(prompt=messages(("system", PLAIN_SYSTEM), ("user", body)), options=("Yes", "No"))
         return Score(float(probs["Yes"]))
+
+
+class PlainComplete(PlainCorrect):
+    """The baseline for completeness: does the answer hold everything the reference answer says?"""
+
+    name = "plain_complete"
+
+    def score(self, sample, settings):
+        turn = _conversation(sample) if self.in_conversation else f"Question: {sample.question}\n"
+        body = (f"{turn}Reference answer: {sample.ground_truth}\n\nAnswer:\n{sample.answer}\n\n"
+                "Does the answer give all the information of the reference answer? Answer Yes or No.")
+        probs = yield ScoreOptions(prompt=messages(("system", PLAIN_SYSTEM), ("user", body)), options=("Yes", "No"))
+        return Score(float(probs["Yes"]))
+
+
+def _conversation(sample) -> str:
+    """The latest 200 words of the conversation before the sample's question, then the question."""
+    from offline_eval.metrics.conversation import recent_turns
+    from offline_eval.prompts.base import history_block
+
+    history = recent_turns(sample.history, 200, "en")
+    return (history_block(history, "en") if history else "") + f"Question: {sample.question}\n"
 
 
 # --- the labelled sets ---------------------------------------------------------------------------
@@ -170,18 +218,11 @@ def _rgb(limit: int | None, seed: int) -> list[tuple[Sample, float]]:
     return out
 
 
-def _mtrag(limit: int | None, seed: int) -> list[tuple[Sample, float]]:
-    data = json.load(open(DATA / "mtrag_dev.json", encoding="utf-8"))
-    documents = {d["document_id"]: d["text"].strip() for d in data["documents"]}
-    tasks = {t["task_id"]: t for t in data["tasks"]}
-    out = []
-    for i, ev in enumerate(data["evaluations"], start=1):
-        task = tasks[ev["task_id"]]
-        question = next(turn["text"] for turn in reversed(task["input"]) if turn["speaker"] == "user")
-        ratings = [int(r["value"]) for r in ev["annotations"]["faithfulness"].values()]
-        out.append((Sample(id=f"mtrag-{i}-{ev['model_id']}", question=question, answer=ev["model_response"],
-                           contexts=[documents[c["document_id"]] for c in task["contexts"]], row=i),
-                    float(np.median(ratings) == 4)))
+def _mtrag(limit: int | None, seed: int, dimension: str = "faithfulness") -> list[tuple[Sample, float]]:
+    """MT-RAG's rated answers, read as `offline-eval run` reads the file (each with its conversation);
+    positive when the median of the annotators' ratings of ``dimension`` is 4 of 4 ("Yes")."""
+    out = [(s, float(s.extra["human"][dimension] == 4)) for s in read_dataset(DATA / "mtrag_dev.json")
+           if dimension in s.extra["human"]]
     return _draw(out, limit, seed)
 
 
@@ -208,13 +249,25 @@ SETS: dict[str, tuple[Callable[..., list], str, type[Metric], int | None, str]] 
     "evouna_tq": (_evouna, "answer_correctness", PlainCorrect, 300, "EVOUNA TriviaQA, answer correctness"),
     "rgb_en": (_rgb, "faithfulness", PlainSupport, 100, "RGB counterfactual: planted answer (1) vs true answer (0)"),
     "mtrag": (_mtrag, "faithfulness", PlainSupport, None,
-              "MT-RAG dev, rated answers vs their passages (faithful = median rating 4), history ignored"),
+              "MT-RAG dev, rated answers vs their passages (faithful = median faithfulness rating 4)"),
+    "mtrag_completeness": (lambda n, s: _mtrag(n, s, "completeness"), "completeness", PlainComplete, None,
+                           "MT-RAG dev, rated answers vs the reference answer (complete = median completeness "
+                           "rating 4)"),
 }
 
 # Configurations: name -> (metric or None for the set's default, settings overrides, metadata value key)
 CONFIGS: dict[str, tuple[str | None, dict[str, Any], str | None]] = {
     "plain": ("plain", {}, None),
     "default": (None, {}, None),
+    # a conversation's history (sets whose samples carry one: MT-RAG); the default reads it as "tail"
+    "plain_history": ("plain_history", {}, None),
+    "history_none": (None, {"history": "none"}, None),
+    "history_rewrite": (None, {"history": "rewrite"}, None),
+    "history_both": (None, {"history": "both"}, None),
+    # the plain faithfulness question written as a criterion of one's own (benchmarks/criteria), without
+    # and with the lean correction; sets scored by faithfulness only
+    "criterion": ("criterion_supported", {}, None),
+    "criterion_lean": ("criterion_supported_lean", {}, None),
     # variants measured while choosing the defaults (settings the current code understands)
     "share": (None, {"verdict_score": "threshold"}, None),
     "sentences": ("faithfulness_sentences", {}, None),
@@ -386,9 +439,14 @@ def main(argv: list[str] | None = None) -> int:
             meta["sets"][set_name] = f"{what}: {len(rows)} rows" + (f" (limit {limit}, seed {args.seed})" if limit else "")
             for config in [c for c in args.configs.split(",") if c]:
                 which, overrides, value_key = CONFIGS[config]
-                metric: Any = baseline() if which == "plain" else (which or metric_name)
-                if which == "faithfulness_sentences" and metric_name != "faithfulness":
+                metric: Any = (baseline() if which == "plain" else baseline(in_conversation=True)
+                               if which == "plain_history" else (which or metric_name))
+                if which in ("faithfulness_sentences", *CRITERIA_METRICS) and metric_name != "faithfulness":
                     continue
+                if which in CRITERIA_METRICS:
+                    from offline_eval.metrics.criteria import load_criteria
+
+                    load_criteria([CRITERIA_FILE])
                 roles = frozenset(resolve_metric(metric).roles if isinstance(metric, str) else metric.roles)
                 unknown = [k for k in overrides if k not in EvalSettings.option_names()]
                 if unknown:
@@ -397,7 +455,7 @@ def main(argv: list[str] | None = None) -> int:
                 setup = build_setup(metric, ModelChoice(profile="starter", judge=str(args.judge),
                                                         batch_size=args.batch_size),
                                     models=models.get(roles), verdicts="options", max_tokens=args.max_tokens,
-                                    **overrides)
+                                    criteria=[CRITERIA_FILE] if which in CRITERIA_METRICS else [], **overrides)
                 models[roles] = setup.models  # loaded once per set of roles
                 run_dir = args.runs_dir / f"{set_name}-{config}{args.tag}"
                 print(f"[{time.monotonic() - started:6.0f}s] {set_name} / {config}: {len(rows)} rows",

@@ -13,7 +13,9 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from offline_eval.cli_models import add_cache_arguments, add_model_arguments, add_settings_arguments, positive_int
+from offline_eval.cli_models import (
+    add_cache_arguments, add_criteria_argument, add_model_arguments, add_settings_arguments, positive_int,
+)
 from offline_eval.options import HelpFormatter
 
 
@@ -53,6 +55,7 @@ def _add_scoring(p: argparse.ArgumentParser, what: argparse._ArgumentGroup) -> N
     """--metric, the judging settings (as for `run`, but for the aggregate's) and the model flags: a
     calibration is fitted for the settings it was scored with, so every one of them can be given."""
     what.add_argument("--metric", required=True, help="metric name (`offline-eval metrics`)")
+    add_criteria_argument(what)
     add_settings_arguments(p.add_argument_group("judging (as for `run`)"), aggregate=False)
     models = p.add_argument_group("models (as for `run`)")
     add_model_arguments(models)

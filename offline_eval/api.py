@@ -141,7 +141,7 @@ def evaluate(data: Any, metrics: Iterable[Any] | None = None, *, models: Models 
              verifier: str | None = None, device: str | None = None, batch_size: int | None = None,
              output: str | Path | None = None, cache: bool | str | Path = True, overwrite: bool = False,
              mapping: Mapping[str, str] | None = None, limit: int | None = None, calibrations: bool = True,
-             window: int | None = None, **options: Any) -> EvalResult:
+             window: int | None = None, criteria: Any = None, **options: Any) -> EvalResult:
     """Score ``data`` with ``metrics`` (names, or Metric instances; default: the CLI's five; add
     "aggregate" for a ragas_score). A metric of your own: a Metric subclass, registered by name with
     ``offline_eval.metrics.register_metric`` or passed as an instance.
@@ -154,13 +154,16 @@ def evaluate(data: Any, metrics: Iterable[Any] | None = None, *, models: Models 
     a path, or False for memory only. ``options``: the run's settings by their names (``verdicts``,
     ``max_tokens``, ``claims``, ``verdict_score``, ``context_window``, ``language``, ...: the names of
     ``offline-eval run``'s flags, from ``EvalSettings.option_names()``) and each metric's options
-    (``<metric>_<option>``).
+    (``<metric>_<option>``). ``criteria``: criteria of your own (a criteria file, a list of them, or a
+    dict of criteria as a file's tables), each scored as a metric ``criterion_<name>``.
     """
     from offline_eval.engine.cache import ResultCache
     from offline_eval.engine.cache_location import cache_path
     from offline_eval.run.folder import RUN_INFO
 
     config = RunConfig(metrics=list(metrics) if metrics is not None else None,
+                       criteria=[] if criteria is None else list(criteria) if isinstance(criteria, (list, tuple))
+                       else [criteria],
                        models=ModelChoice(profile=profile, judge=judge, embedder=embedder, verifier=verifier,
                                           device=device, batch_size=batch_size),
                        options=options, calibrate=calibrations, window=window, overwrite=overwrite)
@@ -176,13 +179,14 @@ def evaluate(data: Any, metrics: Iterable[Any] | None = None, *, models: Models 
                           Path(output) if output is not None else None)
 
 
-def compare(a: EvalResult | str | Path, b: EvalResult | str | Path) -> Any:
-    """Run b against run a, sample by sample (``offline-eval compare``): a Comparison whose ``metrics``
-    hold each metric's paired difference, interval, p-value and verdict."""
+def compare(a: EvalResult | str | Path, b: EvalResult | str | Path, *, by: str = "sample") -> Any:
+    """Run b against run a, sample by sample (``offline-eval compare``), or with ``by="conversation"``
+    conversation by conversation: a Comparison whose ``metrics`` hold each metric's paired difference,
+    interval, p-value and verdict."""
     from offline_eval.report.compare import compare_runs
 
     with tempfile.TemporaryDirectory(prefix="offline-eval-compare-") as tmp:
         folders = [Path(run) if not isinstance(run, EvalResult) else
                    run.folder if run.folder is not None else run._write(Path(tmp) / side)
                    for side, run in (("a", a), ("b", b))]
-        return compare_runs(folders[0], folders[1])
+        return compare_runs(folders[0], folders[1], by=by)

@@ -41,8 +41,7 @@ def settings_signature(settings: EvalSettings, options: Mapping[str, Any] | None
     """What a calibration is fitted for besides its metric and models: the settings that change values
     (declared so in :class:`EvalSettings`), and the metric's own options (``Metric.config()``) when it
     has any."""
-    data = asdict(settings)
-    signature = {k: (list(data[k]) if isinstance(data[k], tuple) else data[k]) for k in settings.signature_fields()}
+    signature = settings.signature()
     if options:
         signature["options"] = dict(options)
     return signature

@@ -26,7 +26,8 @@ from typing import Any
 
 from offline_eval import __version__
 from offline_eval.cli_models import (
-    add_cache_arguments, add_calibration_arguments, add_model_arguments, add_settings_arguments, apply_threads,
+    add_cache_arguments, add_calibration_arguments, add_criteria_argument, add_model_arguments,
+    add_settings_arguments, apply_threads,
     open_cache, positive_int,
 )
 from offline_eval.options import HelpFormatter, add_field_arguments, boolean, items
@@ -82,6 +83,7 @@ def add_run_parser(subparsers: Any) -> argparse.ArgumentParser:
     what.add_argument("--plugin", action="append", metavar="MODULE|FILE.py",
                       help="import a module or .py file whose metrics register themselves "
                            "(offline_eval.metrics.register_metric), so --metrics can name them; repeatable")
+    add_criteria_argument(what)
     add_calibration_arguments(what)
     add_settings_arguments(p.add_argument_group("judging (every metric reads these)"))
     models = p.add_argument_group("models")
@@ -156,7 +158,9 @@ def _merge_config(args: argparse.Namespace, parser: argparse.ArgumentParser) -> 
         names.update({o.lstrip("-").replace("-", "_"): a.dest for a in options._actions for o in a.option_strings})
     for key, value in config.items():
         action = action_of(key)
-        if action.dest not in values:
+        if action.dest == "criteria" and isinstance(value, dict):  # criteria written in the file itself
+            values["criteria"] = [value]
+        elif action.dest not in values:
             values[action.dest] = _config_value(action, value, f"{args.config}: {key}")
     for dest, value in values.items():
         left_out = False if settings[dest].nargs == 0 else None  # not `in (None, False)`: 0 == False
@@ -313,12 +317,17 @@ def cmd_metrics(args: argparse.Namespace) -> int:
     """``offline-eval metrics``: each metric, what it needs and uses, its direction, and its options."""
     from offline_eval.metrics import Aggregate, metric_classes
     from offline_eval.metrics.base import option_flag, option_names
+    from offline_eval.metrics.criteria import load_criteria
+
+    load_criteria(list(getattr(args, "criteria", None) or []))
 
     for name, cls in sorted(metric_classes().items()):
         needs = ", ".join(cls.requires) or "-"
         roles = ", ".join(sorted(cls.roles)) or "no model"
         direction = "higher is better" if cls.higher_is_better else "lower is better"
         print(f"{name:<30} needs {needs:<45} uses {roles:<28} {direction:<17} {cls.description}")
+        if cls.reads_question:
+            print(f"{'':<32}reads the question in its conversation (--history), when the sample has one")
         for public, field in option_names(cls).items():
             print(f"{'':<32}{option_flag(public, field)} ({field.name}, default {field.default!r}): "
                   f"{field.metadata.get('help', '')}")
@@ -350,6 +359,8 @@ def build_parser() -> argparse.ArgumentParser:
                                                     "and its options")
     metrics.add_argument("--plugin", action="append", metavar="MODULE|FILE.py",
                          help="list the metrics this module or file registers too; repeatable")
+    metrics.add_argument("--criteria", action="append", metavar="FILE.toml",
+                         help="list the metrics of this criteria file too; repeatable")
     metrics.set_defaults(func=cmd_metrics)
     for module_name in SUBCOMMAND_MODULES:
         try:

@@ -153,6 +153,14 @@ def add_settings_arguments(group: argparse._ArgumentGroup, *, aggregate: bool = 
                                               if aggregate or not f.metadata.get("aggregate_only")})
 
 
+def add_criteria_argument(group: argparse._ArgumentGroup) -> None:
+    """``--criteria FILE``: criteria of your own, each a metric ``criterion_<name>``."""
+    group.add_argument("--criteria", action="append", metavar="FILE.toml",
+                       help="criteria of your own (yes/no or graded questions to the judge, docs/criteria.md), "
+                            "each scored as a metric criterion_<name>, all of them unless --metrics names "
+                            "some; repeatable")
+
+
 def add_calibration_arguments(group: argparse._ArgumentGroup) -> None:
     """--calibration FILE (repeatable) and --no-calibration."""
     group.add_argument("--calibration", type=Path, action="append", metavar="FILE",

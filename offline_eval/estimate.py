@@ -61,7 +61,7 @@ import numpy as np
 
 from offline_eval.calibration import fit_platt
 from offline_eval.data.schema import DataError
-from offline_eval.labels import HUMAN_QUESTIONS, LABELS_FILE, Label, cohen_kappa, latest, read_labels
+from offline_eval.labels import LABELS_FILE, Label, cohen_kappa, latest, questions_for_people, read_labels
 from offline_eval.records import ResultRow, RunSummary
 
 Z95 = 1.959963984540054  # the standard normal's 97.5% quantile
@@ -320,6 +320,7 @@ class RunValues:
     ids: list[str]
     higher_is_better: dict[str, bool]
     fingerprint: str | None = None
+    questions: dict[str, str] = field(default_factory=dict)  # metric -> its question for people
 
 
 def _read_json(path: Path) -> dict[str, Any]:
@@ -362,12 +363,13 @@ def read_run(run_dir: str | Path) -> RunValues:
                 values[name][key] = score.value
     return RunValues(path, metrics, {m: dict(values.get(m, {})) for m in metrics}, ids,
                      {name: summary.higher_is_better(name) for name in metrics},
-                     fingerprint_info.get("fingerprint") or summary.info.get("fingerprint"))
+                     fingerprint_info.get("fingerprint") or summary.info.get("fingerprint"),
+                     questions_for_people(fingerprint_info))
 
 
 def estimate_metric(metric: str, values: Mapping[str, float | None], combined: MetricLabels, *,
                     higher_is_better: bool = True, prediction: str = DEFAULT_PREDICTION,
-                    folds: int = FOLDS, seed: int = FOLD_SEED) -> dict[str, Any]:
+                    folds: int = FOLDS, seed: int = FOLD_SEED, question: str | None = None) -> dict[str, Any]:
     """One metric's figures (the shape ``offline-eval estimate --json`` prints for it). ``values``: the
     run's rows (id -> value, None unscored) in the run's order."""
     scored = {k: v for k, v in values.items() if v is not None}
@@ -393,7 +395,7 @@ def estimate_metric(metric: str, values: Mapping[str, float | None], combined: M
             "labels_only": plain.to_dict(), "ppi": ppi_figures,
             "kappa": combined.kappas(), "annotators": sorted(combined.by_annotator),
             "n_yes": int(sum(y)), "excluded": dict(sorted(excluded.items())),
-            "question": HUMAN_QUESTIONS.get(metric), "higher_is_better": higher_is_better}
+            "question": question, "higher_is_better": higher_is_better}
 
 
 @dataclass
@@ -432,7 +434,8 @@ def estimate_run(run_dir: str | Path, labels_path: str | Path | None = None, *,
     for m in run.metrics:
         if m in combined:
             estimates[m] = estimate_metric(m, run.values[m], combined[m], higher_is_better=run.higher_is_better[m],
-                                           prediction=prediction, folds=folds, seed=seed)
+                                           prediction=prediction, folds=folds, seed=seed,
+                                           question=run.questions.get(m))
             if other.get(m):
                 estimates[m]["excluded"] = dict(sorted({**estimates[m]["excluded"], "other_run": other[m]}.items()))
     return RunEstimates(estimates, str(path), len(labels) + sum(other.values()), unknown, sum(other.values()))

@@ -48,6 +48,21 @@ HUMAN_QUESTIONS: dict[str, str] = {
     "hallucination": "Does the answer contradict the reference answer anywhere?",
 }
 
+
+
+def questions_for_people(run_info: Mapping[str, Any] | None = None) -> dict[str, str]:
+    """Each metric's question for people: :data:`HUMAN_QUESTIONS`, and for a run's criteria of its own
+    (recorded in its run.json, ``metric_options``) the criterion's own question."""
+    questions = dict(HUMAN_QUESTIONS)
+    options = (run_info or {}).get("metric_options")
+    for metric, config in (options.items() if isinstance(options, Mapping) else ()):
+        criterion = config.get("criterion") if isinstance(config, Mapping) else None
+        asked = criterion.get("question") if isinstance(criterion, Mapping) else None
+        if isinstance(asked, Mapping) and isinstance(asked.get("en"), str):
+            questions[str(metric)] = asked["en"]
+    return questions
+
+
 _VALUES = {"yes": True, "no": False, "unsure": None, True: True, False: False}
 
 

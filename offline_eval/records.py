@@ -231,6 +231,8 @@ class RunSummary:
     estimates: Mapping[str, Any] | None = None
     estimates_source: Mapping[str, Any] | None = None
     estimates_error: str | None = None
+    # per conversation, when samples name one (offline_eval.conversations)
+    conversations: Mapping[str, Any] | None = None
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> "RunSummary":
@@ -240,11 +242,12 @@ class RunSummary:
                    dict(run) if isinstance(run, Mapping) else None,
                    _mapping(data.get("estimates")) if "estimates" in data else None,
                    _mapping(data.get("estimates_source")) if "estimates_source" in data else None,
-                   error if isinstance(error, str) else None)
+                   error if isinstance(error, str) else None,
+                   _mapping(data.get("conversations")) if "conversations" in data else None)
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {"metrics": {name: entry.to_dict() for name, entry in self.metrics.items()}}
-        for key in ("estimates", "estimates_source", "estimates_error", "run"):
+        for key in ("conversations", "estimates", "estimates_source", "estimates_error", "run"):
             if getattr(self, key) is not None:
                 out[key] = getattr(self, key)
         return out

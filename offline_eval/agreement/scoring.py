@@ -98,12 +98,13 @@ def read_labels(samples: Sequence[Sample], label_field: str, *, positive: Sequen
 
 # --- models -----------------------------------------------------------------------------------------
 def build_setup(metric: str | Metric, choice: ModelChoice | None = None, *, models: Models | None = None,
-                **options: Any) -> Run:
+                criteria: Sequence[Any] = (), **options: Any) -> Run:
     """The run of one metric as ``offline-eval run`` builds it: ``choice`` the model flags, ``options``
     the settings and metric options by name; ``models`` reuses models configured earlier (so a benchmark loads each
     judge once). Calibrations are not applied: agreement is measured on the metric's own values.
     Raises :class:`~offline_eval.run.config.ModelsMissing` listing the missing model folders."""
-    config = RunConfig(metrics=[metric], models=choice or ModelChoice(), options=options, calibrate=False)
+    config = RunConfig(metrics=[metric], models=choice or ModelChoice(), options=options, calibrate=False,
+                       criteria=list(criteria))
     return build_run(config, models=models)
 
 
@@ -256,7 +257,7 @@ def _score_labelled(args: Any, command: str) -> tuple[Run, list[tuple[Sample, fl
     if not labelled:
         raise DataError(f"no sample has a usable label in field '{args.labels}'", source=str(args.dataset))
     config = RunConfig.from_args(args)
-    setup = build_setup(args.metric, config.models, **config.options)
+    setup = build_setup(args.metric, config.models, criteria=config.criteria, **config.options)
     if setup.starter:
         print(f"offline-eval: starter profile: its judge is too small to judge; these {command} numbers "
               "only show that the pipeline runs", file=sys.stderr)
@@ -350,7 +351,7 @@ def _stored_settings(info: dict[str, Any], run_dir: Path) -> EvalSettings:
     """The settings a run recorded in run.json; one recorded by code without a setting that changes values
     cannot be matched to a calibration."""
     recorded = info.get("settings") if isinstance(info.get("settings"), dict) else {}
-    missing = [k for k in EvalSettings.signature_fields() if k not in recorded]
+    missing = [k for k in EvalSettings.signature_fields(recorded_always=True) if k not in recorded]
     if missing:
         raise DataError(f"run.json records no {', '.join(missing)} (an older offline-eval wrote it); calibrate by "
                         "scoring the labelled set again (--dataset)", source=str(run_dir))
@@ -377,18 +378,27 @@ def _calibrate_from_run(args: Any) -> tuple[Metric, dict[str, str], EvalSettings
     run_dir = Path(args.run)
     labels_path = Path(args.labels) if args.labels else run_dir / LABELS_FILE
     info, values, labels, unscored, excluded = stored_calibration_data(run_dir, labels_path, args.metric)
+    if getattr(args, "criteria", None):  # a criterion's metric exists once its file is read
+        from offline_eval.metrics.criteria import load_criteria
+
+        load_criteria(list(args.criteria))
     metric = resolve_metric(args.metric)
     stored_models = info.get("models") if isinstance(info.get("models"), dict) else {}
     identities = {role: str(stored_models[role]) for role in sorted(metric.roles) if role in stored_models}
-    options = (info.get("metric_options") or {}).get(metric.name) or {}
+    # the run's options of the metric (its config may hold more, as a criterion's definition: not options)
+    fields = {f.name for f in dataclasses.fields(metric.Options)}
+    options = {k: v for k, v in ((info.get("metric_options") or {}).get(metric.name) or {}).items() if k in fields}
     if options:
         metric = metric.with_options(**{k: tuple(v) if isinstance(v, list) else v for k, v in options.items()})
+    if metric.config() != ((info.get("metric_options") or {}).get(metric.name) or metric.config()):
+        raise ValueError(f"calibrate --run: {metric.name} is not defined as it was in the run (its criteria file "
+                         "changed since?); give the definition the run was scored with")
     source = {"run": str(run_dir), "fingerprint": info.get("fingerprint"), "labels": str(labels_path),
               "unscored": dict(unscored), "excluded": dict(sorted(excluded.items()))}
     home = None
     if args.to is None:  # the judge's folder, when the model flags name the models the run was scored with
         config = RunConfig.from_args(args)
-        setup = build_setup(args.metric, config.models, **config.options)
+        setup = build_setup(args.metric, config.models, criteria=config.criteria, **config.options)
         flagged = {role: setup.models.identity(role) for role in sorted(metric.roles)
                    if setup.models.has(role)}
         if flagged != identities:

@@ -9,7 +9,9 @@ Supported layouts, chosen by extension or folder contents:
 
 * ``.jsonl`` / ``.ndjson`` - one JSON object per line; blank lines are skipped.
 * ``.json`` - a list of row objects, or a column dict ``{field: [value, ...], ...}`` whose lists all
-  have the same length. A ``.json`` file that is really JSON Lines is read as such.
+  have the same length. A ``.json`` file that is really JSON Lines is read as such. MT-RAG's
+  human-evaluation file (tasks, documents, evaluations) is read as one row per rated answer
+  (:mod:`offline_eval.data.mtrag`).
 * ``.csv`` / ``.tsv`` - a header line, then one row per record. Every cell is a string; empty cells
   become ``None`` (a missing value). Decoding JSON-encoded list cells happens in the readers. Broken
   quoting (text after a closing quote, a quote never closed) and a record whose cell count is not
@@ -35,6 +37,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import IO, Any
 
+from offline_eval.data.mtrag import looks_like_mtrag, mtrag_rows
 from offline_eval.data.schema import DataError
 
 JSONL_SUFFIXES = (".jsonl", ".ndjson")
@@ -175,6 +178,9 @@ def _iter_json(path: Path, on_bad: Callable[[DataError], None] | None = None) ->
     if isinstance(document, list):
         for index, value in enumerate(document, start=1):
             yield index, _require_object(value, source, index)
+        return
+    if looks_like_mtrag(document):
+        yield from mtrag_rows(document, source)
         return
     if isinstance(document, dict) and document and all(
         isinstance(column, list) for column in document.values()

@@ -57,7 +57,7 @@ from pathlib import Path
 from typing import Any
 
 from offline_eval.data.formats import Row, json_type_name, iter_rows, load_rows
-from offline_eval.data.schema import FIELD_ALIASES, LIST_FIELDS, DataError, Sample
+from offline_eval.data.schema import FIELD_ALIASES, LIST_FIELDS, ROLES, DataError, Sample, Turn
 
 __all__ = [
     "CANONICAL_FIELDS",
@@ -272,10 +272,14 @@ def row_to_sample(
     def where(field: str) -> str:
         return raw[field][0]
 
+    if raw["conversation"][1] is None and _looks_like_turns(raw["question"][1]):
+        raw["conversation"], raw["question"] = raw["question"], (where("question"), None)  # Ragas' multi-turn user_input
+    conversation = _as_conversation(raw["conversation"][1], reader.error_for(where("conversation"), "conversation"))
     texts = {
         field: _as_text(raw[field][1], reader.error_for(where(field), field))
         for field in ("question", "answer")
     }
+    conversation, texts["question"], texts["answer"] = _turn_of(conversation, texts["question"], texts["answer"])
     lists = {
         field: _as_string_list(raw[field][1], reader.error_for(where(field), field))
         for field in LIST_FIELDS
@@ -283,6 +287,7 @@ def row_to_sample(
     ground_truth = _as_ground_truth(raw["ground_truth"][1],
                                     reader.error_for(where("ground_truth"), "ground_truth"))
     sample_id = _as_id(raw["id"][1], reader.error_for(where("id"), "id"))
+    conversation_id = _as_id(raw["conversation_id"][1], reader.error_for(where("conversation_id"), "conversation_id"))
     language = _as_language(raw["language"][1], reader.error_for(where("language"), "language"))
 
     return Sample(
@@ -294,6 +299,8 @@ def row_to_sample(
         reference_contexts=lists["reference_contexts"],
         keypoints=lists["keypoints"],
         language=language,
+        conversation=conversation,
+        conversation_id=conversation_id,
         row=row_number,
         extra=reader.leftovers(),
     )
@@ -524,6 +531,72 @@ def _decode_list_string(text: str, error: _ErrorFactory) -> list[Any]:
     elif stripped.startswith('["'):
         raise error('looks like a JSON list but does not end with "]"')
     return [text]
+
+
+def _looks_like_turns(value: Any) -> bool:
+    """A list of turn objects, or a string holding one (a CSV cell): a question given as a conversation."""
+    if isinstance(value, str):
+        return value.lstrip().startswith("[{")
+    return isinstance(value, (list, tuple)) and bool(value) and all(isinstance(item, dict) for item in value)
+
+
+# A turn's speaker and text as datasets name them: {role, content} (chat APIs), {speaker, text} (MT-RAG),
+# {type, content} (Ragas' messages), {from, value} (ShareGPT).
+_ROLE_KEYS = ("role", "speaker", "type", "from")
+_CONTENT_KEYS = ("content", "text", "value")
+
+
+def _as_conversation(value: Any, error: _ErrorFactory) -> list[Turn] | None:
+    """The turns of a conversation: a list (or a JSON-encoded list, as CSV stores it) of objects with a
+    role and a text. An empty list is a missing conversation; a turn without a role or text, or with a
+    role not in :data:`~offline_eval.data.schema.ROLES`, is an error naming the turn."""
+    if _is_missing(value):
+        return None
+    if isinstance(value, str):
+        stripped = value.strip()
+        try:
+            value = json.loads(stripped) if stripped.startswith("[") else value
+        except json.JSONDecodeError as exc:
+            raise error(f"looks like a JSON list of turns but is not valid JSON: {exc.msg} "
+                        f"(character {exc.pos + 1})") from None
+    if isinstance(value, tuple):
+        value = list(value)
+    if not isinstance(value, list):
+        raise error(f"expected a list of turns ({{\"role\": ..., \"content\": ...}}), got {json_type_name(value)}")
+    turns = []
+    for index, item in enumerate(value, start=1):
+        if not isinstance(item, dict):
+            raise error(f"turn {index} is {json_type_name(item)}, expected an object with a role and a content")
+        role_key = next((k for k in _ROLE_KEYS if isinstance(item.get(k), str)), None)
+        content_key = next((k for k in _CONTENT_KEYS if k in item), None)
+        if role_key is None:
+            raise error(f"turn {index} has no role (expected one of the keys {', '.join(_ROLE_KEYS)})")
+        role = ROLES.get(item[role_key].strip().lower())
+        if role is None:
+            raise error(f"turn {index} has the role {item[role_key]!r}; known: {', '.join(sorted(set(ROLES)))}")
+        content = _plain(item.get(content_key)) if content_key else None
+        if isinstance(content, (int, float)) and not isinstance(content, bool):
+            content = _number_text(content)
+        if content is not None and not isinstance(content, str):
+            raise error(f"turn {index}'s {content_key} is {json_type_name(content)}, expected a string")
+        if content is None:
+            raise error(f"turn {index} has no text (expected one of the keys {', '.join(_CONTENT_KEYS)})")
+        turns.append(Turn(role, content))
+    return turns or None
+
+
+def _turn_of(conversation: list[Turn] | None, question: str | None,
+             answer: str | None) -> tuple[list[Turn] | None, str | None, str | None]:
+    """The conversation, question and answer of one turn: without an answer, a conversation ending
+    with the assistant's turn gives it (the turns before it stay the conversation); without a
+    question, the last user turn is the question."""
+    if not conversation:
+        return conversation, question, answer
+    if answer is None and conversation[-1].role == "assistant":
+        answer, conversation = conversation[-1].content, conversation[:-1]
+    if question is None:
+        question = next((t.content for t in reversed(conversation) if t.role == "user"), None)
+    return conversation or None, question, answer
 
 
 def _as_ground_truth(value: Any, error: _ErrorFactory) -> str | None:

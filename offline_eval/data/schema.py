@@ -14,10 +14,20 @@ FIELD_ALIASES: dict[str, tuple[str, ...]] = {
     "ground_truth": ("ground_truth", "reference", "ground_truths", "gold"),
     "reference_contexts": ("reference_contexts", "references", "gold_contexts"),
     "keypoints": ("keypoints", "key_points"),
+    "conversation": ("conversation", "history", "messages"),
+    "conversation_id": ("conversation_id", "conv_id", "dialog_id", "dialogue_id", "session_id", "thread_id"),
 }
 
 TEXT_FIELDS = ("question", "answer", "ground_truth")
 LIST_FIELDS = ("contexts", "reference_contexts", "keypoints")
+
+# A turn's speaker as datasets spell it -> the role it is read as. A role not here is an error: a
+# conversation whose speakers cannot be told apart cannot be read as a history.
+ROLES: dict[str, str] = {
+    "user": "user", "human": "user", "customer": "user", "client": "user",
+    "assistant": "assistant", "agent": "assistant", "ai": "assistant", "bot": "assistant",
+    "model": "assistant", "gpt": "assistant", "system": "system", "tool": "tool",
+}
 
 
 # Characters that move the cursor, recolour or retitle a terminal, ring its bell or end the line:
@@ -54,12 +64,29 @@ class DataError(ValueError):
         self.source, self.row, self.field = source, row, field
 
 
+@dataclass(frozen=True)
+class Turn:
+    """One turn of a conversation: who spoke (``user``, ``assistant``, ``system`` or ``tool``) and
+    what they said."""
+
+    role: str
+    content: str
+
+    def to_dict(self) -> dict[str, str]:
+        return {"role": self.role, "content": self.content}
+
+
 @dataclass
 class Sample:
     """A question, the RAG system's answer and retrieved contexts, and whatever reference exists.
 
     Fields a metric does not need may be None; a metric whose field is missing is *unscored* for
     this sample with the reason ``missing_field:<name>``, never a crash and never NaN.
+
+    A turn of a chat carries ``conversation``: the turns up to the question the answer replies to
+    (the question itself may be the last of them), and ``conversation_id``: samples sharing it are
+    the turns of one conversation, in dataset order. :attr:`history` is what came before the
+    question.
     """
 
     id: str
@@ -70,6 +97,8 @@ class Sample:
     reference_contexts: list[str] | None = None
     keypoints: list[str] | None = None
     language: str | None = None
+    conversation: list[Turn] | None = None
+    conversation_id: str | None = None
     row: int = 0  # 1-based position in the source file, for messages
     extra: dict[str, Any] = field(default_factory=dict)  # carried through to the output untouched
 
@@ -82,8 +111,17 @@ class Sample:
                 out.append(name)
         return out
 
+    @property
+    def history(self) -> list[Turn]:
+        """The turns before the question: the conversation less its last turn when that is the
+        question asked by the user; [] without a conversation."""
+        turns = list(self.conversation or [])
+        if turns and turns[-1].role == "user" and turns[-1].content.strip() == (self.question or "").strip():
+            turns.pop()
+        return turns
+
     def to_dict(self) -> dict[str, Any]:
-        return {
+        out: dict[str, Any] = {
             "id": self.id,
             "question": self.question,
             "answer": self.answer,
@@ -92,5 +130,10 @@ class Sample:
             "reference_contexts": self.reference_contexts,
             "keypoints": self.keypoints,
             "language": self.language,
-            **self.extra,
         }
+        # only when present, so a sample without a conversation is written (and fingerprinted) as before
+        if self.conversation is not None:
+            out["conversation"] = [turn.to_dict() for turn in self.conversation]
+        if self.conversation_id is not None:
+            out["conversation_id"] = self.conversation_id
+        return {**out, **self.extra}

@@ -103,9 +103,19 @@ def start(metric: "Metric", sample: Sample, settings: EvalSettings) -> ScoreGene
     missing = missing_fields(sample, metric.requires)
     if missing is not None:
         return returns(missing)
+    if metric.reads_question and sample.history and isinstance(settings, EvalSettings):
+        return _in_conversation(metric, sample, settings)
     if inspect.isgeneratorfunction(metric.score):
         return metric.score(sample, settings)
     return called(metric.score, sample, settings)
+
+
+def _in_conversation(metric: "Metric", sample: Sample, settings: EvalSettings) -> ScoreGenerator:
+    """The metric on ``sample`` with its question read in its conversation (metrics.conversation)."""
+    from offline_eval.metrics.conversation import in_conversation  # it reads the judge's steps
+
+    sample = yield from in_conversation(sample, settings, settings.language_for(sample))
+    return (yield from called(metric.score, sample, settings))
 
 
 def returns(value: Any) -> Generator[Any, Any, Any]:
@@ -162,9 +172,17 @@ class Metric:
     roles: ClassVar[frozenset[str]] = frozenset()  # subset of {"judge", "verifier", "embedder"}
     description: ClassVar[str] = ""
     higher_is_better: ClassVar[bool] = True
+    # reads the question in the judge's prompts: a sample with a conversation gives it the question in that
+    # conversation (EvalSettings.history); None: when ``requires`` names the question and ``roles`` the judge
+    reads_question: ClassVar[bool | None] = None
     value_range: ClassVar[tuple[float, float]] = (0.0, 1.0)
     evidence: ClassVar[tuple[Evidence, ...]] = ()
     Options: ClassVar[type] = NoOptions
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if cls.__dict__.get("reads_question") is None and "requires" in cls.__dict__:
+            cls.reads_question = "question" in cls.requires and "judge" in cls.roles
 
     def __init__(self, options: Any = None, **values: Any) -> None:
         self.options = options if options is not None else self.Options(**values)

@@ -56,6 +56,7 @@ class Faithfulness(SampleMetric):
     requires = ("answer", "contexts")
     roles = frozenset({"judge", "verifier"})
     description = "share of the answer's claims supported by the retrieved contexts"
+    reads_question = True  # claims resolve pronouns with it; a short answer is judged as an answer to it
     evidence = (Checks("claims", text="claim", verdict="supported", yes="supported", no="unsupported", note="reason",
                        context="chunk", figures=(PROBABILITY,)),)
     claims_mode: ClassVar[str | None] = None  # None: EvalSettings.claims
@@ -64,10 +65,10 @@ class Faithfulness(SampleMetric):
         statements = yield from answer_statements(sample.answer, sample.question, lang, settings, self.claims_mode)
         if not statements.texts:
             return Score.unscored(reasons.NO_CLAIMS, "the answer makes no factual claim")
+        question, framing = statements.judged_as(sample.question, settings)
         with failing_with(claims=statements.texts):
             verdicts = yield from support_against_contexts(
-                sample.contexts, statements.texts, lang, settings,
-                question=statements.question_for(sample.question, settings), framing="answer")
+                sample.contexts, statements.texts, lang, settings, question=question, framing=framing)
         return self.from_verdicts(statements, verdicts, settings)
 
     def from_verdicts(self, statements: Statements, verdicts: list[Verdict], settings: EvalSettings) -> Score:
@@ -253,6 +254,7 @@ class ContextRecall(SampleMetric):
     requires = ("contexts", "ground_truth")
     roles = frozenset({"judge", "verifier"})
     description = "share of the reference's sentences attributable to the contexts"
+    reads_question = True  # a sentence of the reference is judged as an answer to it
     evidence = (Checks("claims", text="claim", verdict="attributed", yes="attributed", no="not attributed",
                        note="reason", context="chunk", figures=(PROBABILITY,)),)
 

@@ -30,7 +30,10 @@ def setting(default: Any = dataclasses.MISSING, *, help: str, changes_values: bo
       calibration's signature; every setting enters a run's fingerprint);
     * ``name``: its public name (flag, TOML key, API keyword) where that is not the field's name;
     * ``aggregate_only``: only the aggregate reads it, so a command that scores one metric has no
-      flag for it.
+      flag for it;
+    * ``recorded_unless_default``: a setting added after run folders and calibrations were written:
+      it enters a run's fingerprint and a calibration's signature only when set away from its default,
+      so those written before it existed stay valid.
     """
     return dataclasses.field(default=default, default_factory=default_factory,
                              metadata={"help": help, "changes_values": changes_values, **metadata})
@@ -95,6 +98,17 @@ class EvalSettings:
     aggregate_weights: dict[str, float] = setting(
         default_factory=dict, name="weights", parse=named_numbers, metavar="metric=w,...", aggregate_only=True,
         help="weights of the aggregate (default: equal weights)")
+    # follow-up questions ("and when was he born?") are read with the conversation before them
+    history: Literal["none", "tail", "rewrite", "both"] = setting(
+        "tail", changes_values=True, recorded_unless_default=True,
+        help="how a metric reads the question of a sample that carries a conversation: tail (the last "
+             "--history-words words of the conversation before the question, in the prompt; the default), "
+             "rewrite (the judge rewrites the question to stand alone, once per sample, shared by every "
+             "metric), both, or none (the question alone)")
+    history_words: int = setting(
+        200, changes_values=True, recorded_unless_default=True, minimum=1, metavar="WORDS",
+        help="--history tail: the most words (Chinese: characters) of the conversation before the question "
+             "shown with it, whole turns from the latest back, the earliest kept turn cut from its start")
     keypoint_max: int = setting(
         14, minimum=1, metavar="N",
         help="most key points the judge draws from a reference answer (the keypoint metrics)")
@@ -111,10 +125,11 @@ class EvalSettings:
         return sorted(cls.option_fields())
 
     @classmethod
-    def signature_fields(cls) -> tuple[str, ...]:
+    def signature_fields(cls, *, recorded_always: bool = False) -> tuple[str, ...]:
         """The settings that change a metric's values (those a calibration is fitted for), in the
-        order they are declared."""
-        return tuple(f.name for f in fields(cls) if f.metadata.get("changes_values"))
+        order they are declared; ``recorded_always``: only those every run records."""
+        return tuple(f.name for f in fields(cls) if f.metadata.get("changes_values")
+                     and not (recorded_always and f.metadata.get("recorded_unless_default")))
 
     @classmethod
     def from_options(cls, verifier: str = "judge", **options: Any) -> "EvalSettings":
@@ -145,5 +160,19 @@ class EvalSettings:
         return backend_spec("verifier", self.verifier).classifies_claims
 
     def fingerprint(self) -> dict[str, Any]:
-        """Every setting by its field's name (run.json records it; it enters the run's fingerprint)."""
-        return asdict(self)
+        """Every setting by its field's name (run.json records it; it enters the run's fingerprint), but
+        a ``recorded_unless_default`` one at its default."""
+        data = asdict(self)
+        return {f.name: data[f.name] for f in fields(self) if not _left_out(f, data[f.name])}
+
+    def signature(self) -> dict[str, Any]:
+        """The settings that change values, by name, as a calibration records them (lists for tuples);
+        a ``recorded_unless_default`` one at its default is left out."""
+        data = asdict(self)
+        return {f.name: list(data[f.name]) if isinstance(data[f.name], tuple) else data[f.name]
+                for f in fields(self) if f.metadata.get("changes_values") and not _left_out(f, data[f.name])}
+
+
+def _left_out(field: dataclasses.Field, value: Any) -> bool:
+    """A setting added later, at its default: not recorded, as before it existed."""
+    return bool(field.metadata.get("recorded_unless_default")) and value == field.default

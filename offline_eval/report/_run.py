@@ -98,7 +98,9 @@ def load_run(run_dir: str | Path) -> RunData:
         summary = {}
     data = RunData(path, RunSummary.from_dict(summary), results)
     if not data.metric_summaries and results:
-        data.summary = replace(data.summary, metrics=summarize_results(results, data.metric_names))
+        metrics = summarize_results(results, data.metric_names)
+        data.summary = replace(data.summary, metrics=metrics, conversations=data.summary.conversations
+                               or summarize_conversations(results, metrics))
     return data
 
 
@@ -108,6 +110,22 @@ def summarize_results(results: list[ResultRow], metrics: list[str]) -> dict[str,
 
     return {metric: summarize([rec.value(metric) for rec in results], [rec.unscored_reason(metric) for rec in results])
             for metric in metrics}
+
+
+def summarize_conversations(results: list[ResultRow],
+                            metrics: Mapping[str, MetricSummary]) -> dict[str, Any] | None:
+    """The ``conversations`` section of summary.json (offline_eval.conversations) computed from result rows;
+    None when no row's sample names a ``conversation_id``."""
+    from offline_eval.conversations import conversation_summary
+
+    conversation_ids = []
+    for rec in results:
+        cid = rec.sample.get("conversation_id")
+        ok = isinstance(cid, (str, int)) and not isinstance(cid, bool)
+        conversation_ids.append(str(cid) if ok else None)
+    return conversation_summary(conversation_ids, [rec.id for rec in results],
+                                {m: [rec.value(m) for rec in results] for m in metrics},
+                                {m: not lower_is_better(m, entry) for m, entry in metrics.items()})
 
 
 def e(value: Any) -> str:

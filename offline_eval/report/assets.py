@@ -115,6 +115,20 @@ details > summary { cursor:pointer; }
 .flag { font-size:11px; font-weight:700; padding:1px 6px; border-radius:8px; }
 .flag.regressed { background:#fde2e2; color:#9b1c1c; } .flag.improved { background:#dcf5e3; color:#14532d; }
 .flag.same { background:#eceff3; color:#4b5563; }
+table.turns { margin:4px 0 0; }
+table.turns td .text { max-height:7em; overflow:auto; }
+table.turns td.worst { background:#fdf2f2; }
+.worst-mark { font-size:10px; font-weight:700; text-transform:uppercase; color:var(--bad); margin-left:3px; }
+#conversation-list tr.crow { cursor:pointer; }
+#conversation-list tr.crow:hover td { background:#f3f7fc; }
+#conversation-list tr.crow .caret { display:inline-block; width:12px; color:var(--muted); transition:transform .1s; }
+#conversation-list tr.crow[aria-expanded=true] .caret { transform:rotate(90deg); }
+#conversation-list tbody.hit td { background:#fffbe6; }
+ol.turns { list-style:none; margin:4px 0 0; padding:0; max-height:22em; overflow:auto; }
+ol.turns > li { border-left:4px solid #b9c2cd; padding:3px 8px; margin:0 0 5px; background:#fbfcfd; }
+ol.turns > li.user { border-left-color:var(--accent); background:#f3f8fd; }
+ol.turns > li .role { font-size:11px; font-weight:700; text-transform:uppercase; color:var(--muted); }
+ol.turns > li .text { max-height:9em; overflow:auto; }
 footer { color:var(--muted); font-size:12px; text-align:center; padding:0 0 24px; }
 @media print { .controls { display:none; } tr.detail[hidden] { display:none; } }
 """
@@ -214,7 +228,7 @@ TABLE_JS = r"""
     var h = decodeURIComponent((location.hash || '').slice(1));
     if (!h) { return; }
     var tb = document.getElementById(h);
-    if (!tb || tb.tagName !== 'TBODY') { return; }
+    if (!tb || tb.tagName !== 'TBODY' || tb.parentNode !== table) { return; }  // a sample's, not a conversation's
     if (tb.hidden) { tb.hidden = false; }
     setOpen(tb, true);
     bodies.forEach(function (b) { b.classList.remove('hit'); });
@@ -263,6 +277,87 @@ SIMPLE_SORT_JS = r"""
       });
     });
   });
+})();
+"""
+
+# The Conversations section: the worst conversations first (or by another order), a filter, only the first
+# hundred rows until asked for all, a row opening into its turns, and #c-<n> opening one conversation.
+CONVERSATIONS_JS = r"""
+(function () {
+  'use strict';
+  var table = document.getElementById('conversation-list');
+  if (!table) { return; }
+  var bodies = Array.prototype.slice.call(table.tBodies);
+  var search = document.getElementById('c-text');
+  var order = document.getElementById('c-order');
+  var more = document.getElementById('c-more');
+  var shown = document.getElementById('c-shown');
+  var limit = 100;
+
+  function key(tb, name) {
+    var raw = tb.getAttribute(name === 'pos' ? 'data-pos' : 'data-g-' + name);
+    if (raw === null || raw === '') { return null; }
+    var n = parseFloat(raw);
+    return isNaN(n) ? null : n;
+  }
+
+  function applyOrder() {
+    var name = order ? order.value : 'pos';
+    var decorated = bodies.map(function (tb) { return [key(tb, name), key(tb, 'pos'), tb]; });
+    decorated.sort(function (a, b) {
+      if (a[0] === null && b[0] === null) { return a[1] - b[1]; }
+      if (a[0] === null) { return 1; }      // unscored last
+      if (b[0] === null) { return -1; }
+      return a[0] - b[0] || a[1] - b[1];    // the worst (smallest goodness) first
+    });
+    bodies = decorated.map(function (d) { return d[2]; });
+    bodies.forEach(function (tb) { table.appendChild(tb); });
+  }
+
+  function applyFilter() {
+    var q = (search && search.value || '').trim().toLowerCase();
+    var matching = 0, visible = 0;
+    bodies.forEach(function (tb) {
+      var ok = !q || (tb.getAttribute('data-search') || '').indexOf(q) >= 0;
+      if (ok) { matching += 1; }
+      tb.hidden = !ok || matching > limit;
+      if (!tb.hidden) { visible += 1; }
+    });
+    if (shown) { shown.textContent = String(visible); }
+    if (more) { more.hidden = matching <= limit; more.textContent = 'show all ' + matching; }
+  }
+
+  function setOpen(tb, open) {
+    tb.rows[1].hidden = !open;
+    tb.rows[0].setAttribute('aria-expanded', open ? 'true' : 'false');
+  }
+
+  bodies.forEach(function (tb) {
+    tb.rows[0].addEventListener('click', function () { setOpen(tb, tb.rows[1].hidden); });
+  });
+  if (search) { search.addEventListener('input', applyFilter); }
+  if (order) { order.addEventListener('change', function () { applyOrder(); applyFilter(); }); }
+  if (more) { more.addEventListener('click', function () { limit = Infinity; applyFilter(); }); }
+
+  function openFromHash() {
+    var h = decodeURIComponent((location.hash || '').slice(1));
+    var tb = h ? document.getElementById(h) : null;
+    if (!tb || tb.parentNode !== table || tb.tagName !== 'TBODY') { return; }
+    tb.hidden = false;
+    setOpen(tb, true);
+    bodies.forEach(function (b) { b.classList.remove('hit'); });
+    tb.classList.add('hit');
+    tb.scrollIntoView({block: 'start'});
+  }
+  window.addEventListener('hashchange', openFromHash);
+
+  var params = new URLSearchParams(location.search);
+  if (params.get('cq') && search) { search.value = params.get('cq'); }
+  if (params.get('corder') && order) { order.value = params.get('corder'); }
+  if (params.get('copen') === 'all') { bodies.forEach(function (tb) { setOpen(tb, true); }); }
+  applyOrder();
+  applyFilter();
+  openFromHash();
 })();
 """
 

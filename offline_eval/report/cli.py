@@ -37,7 +37,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
     )
 
     try:
-        comparison = compare_runs(args.run_a, args.run_b)
+        comparison = compare_runs(args.run_a, args.run_b, by=args.by)
         print_comparison(comparison)
         path = write_comparison_html(comparison, args.output)
     except (OSError, ValueError) as exc:
@@ -63,13 +63,17 @@ def register(subparsers: Any) -> None:
                    help="where to write the HTML (default: RUN_DIR/report.html)")
     p.set_defaults(func=cmd_report)
 
-    c = subparsers.add_parser("compare", help="compare two runs sample by sample",
-                              description="Pair the samples of two runs by id and report, per metric, "
+    c = subparsers.add_parser("compare", help="compare two runs sample by sample, or conversation by conversation",
+                              description="Pair the samples of two runs by id (or, with --by conversation, "
+                                          "their conversations by conversation id) and report, per metric, "
                                           "the change B - A with a paired bootstrap interval and p-value.")
     c.add_argument("run_a", metavar="RUN_A", help="baseline run directory")
     c.add_argument("run_b", metavar="RUN_B", help="candidate run directory")
     c.add_argument("--output", "-o", metavar="DIR", default=None,
                    help="directory for compare.html (default: RUN_B)")
+    c.add_argument("--by", choices=("sample", "conversation"), default="sample",
+                   help="pair samples by id (default), or conversations by conversation_id, comparing each "
+                        "metric's conversation means (the mean over a conversation's turns)")
     c.add_argument("--fail-on-regression", action="store_true",
                    help="exit 1 when any metric is significantly worse in RUN_B "
                         "(p < 0.05 and the 95%% interval entirely on the bad side of zero)")

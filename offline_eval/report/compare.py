@@ -5,6 +5,11 @@ Samples are paired by id; a metric's pairs are the samples scored in both runs. 
 (:func:`offline_eval.stats.paired_bootstrap`). A metric *regressed* when the change is
 significantly in the bad direction: p < alpha and the whole interval below zero (above zero for
 metrics where lower is better, such as ``hallucination_rate``).
+
+``by="conversation"`` pairs conversations instead (by ``conversation_id``) and compares each metric's
+conversation means as each run's summary gives them (the mean over the conversation's scored turns),
+so a chat assistant is judged conversation by conversation, each counting once however many turns it
+has; the bootstrap resamples conversations.
 """
 
 from __future__ import annotations
@@ -12,9 +17,9 @@ from __future__ import annotations
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO
+from typing import IO, Mapping
 
-from offline_eval.records import ResultRow
+from offline_eval.records import finite
 from offline_eval.report._run import RunData, load_run, lower_is_better, text_of
 
 __all__ = ["SampleDelta", "MetricComparison", "Comparison", "compare_runs", "regression_failures",
@@ -23,11 +28,12 @@ __all__ = ["SampleDelta", "MetricComparison", "Comparison", "compare_runs", "reg
 
 COMPARE_FILE = "compare.html"
 ALPHA = 0.05
+UNITS = ("sample", "conversation")
 
 
 @dataclass
 class SampleDelta:
-    """One paired sample's change on one metric."""
+    """One paired sample's (or conversation's, comparing by conversation) change on one metric."""
 
     id: str
     a: float
@@ -96,6 +102,7 @@ class Comparison:
     metrics_only_in_a: list[str] = field(default_factory=list)
     metrics_only_in_b: list[str] = field(default_factory=list)
     starter: list[str] = field(default_factory=list)  # "A" / "B": runs on the starter profile
+    unit: str = "sample"  # what was paired: "sample" (by id) or "conversation" (by conversation id)
 
     def metric(self, name: str) -> MetricComparison:
         for m in self.metrics:
@@ -108,11 +115,43 @@ class Comparison:
         return [m for m in self.metrics if m.regressed]
 
 
-def _index(data: RunData) -> dict[str, ResultRow]:
-    """Rows by sample id; a repeated id keeps its first row."""
-    out: dict[str, ResultRow] = {}
+@dataclass(frozen=True)
+class _Unit:
+    """What compare pairs, a sample or a conversation: its value per metric (None: unscored) and the texts
+    shown beside a change (a conversation's: its first question)."""
+
+    values: dict[str, float | None]
+    question: str = ""
+    answer: str = ""
+
+
+def _samples(data: RunData, metrics: list[str]) -> dict[str, _Unit]:
+    """Samples by id; a repeated id keeps its first row."""
+    out: dict[str, _Unit] = {}
     for rec in data.results:
-        out.setdefault(rec.id, rec)
+        if rec.id not in out:
+            out[rec.id] = _Unit({m: rec.value(m) for m in metrics}, text_of(rec.sample.get("question")),
+                                text_of(rec.sample.get("answer")))
+    return out
+
+
+def _conversations(data: RunData, metrics: list[str]) -> dict[str, _Unit]:
+    """Conversations by id, each metric's value the conversation's mean in the run's summary; a run
+    without conversations raises ValueError (one line)."""
+    section = data.summary.conversations
+    found = section.get("by_conversation") if isinstance(section, Mapping) else None
+    if not isinstance(found, Mapping) or not found:
+        raise ValueError(f"{data.path}: no conversations to compare (no sample of this run names a "
+                         "conversation_id); compare it by sample, without --by conversation")
+    questions = {rec.id: text_of(rec.sample.get("question")) for rec in reversed(data.results)}
+    out = {}
+    for cid, entry in found.items():
+        entry = entry if isinstance(entry, Mapping) else {}
+        scores = entry.get("metrics") if isinstance(entry.get("metrics"), Mapping) else {}
+        turns = entry.get("turns") if isinstance(entry.get("turns"), list) else []
+        values = {m: finite(scores[m].get("mean")) if isinstance(scores.get(m), Mapping) else None for m in metrics}
+        first = questions.get(text_of(turns[0]), "") if turns else ""
+        out[text_of(cid)] = _Unit(values, f"({len(turns)} turns) {first}" if turns else first)
     return out
 
 
@@ -121,42 +160,50 @@ def _label(data: RunData) -> str:
 
 
 def compare_runs(run_a: str | Path | RunData, run_b: str | Path | RunData, *, alpha: float = ALPHA,
-                 top: int = 10) -> Comparison:
-    """Compare run b against run a, sample by sample (paired by id), metric by metric."""
-    from offline_eval.stats import paired_bootstrap
-
+                 top: int = 10, by: str = "sample") -> Comparison:
+    """Compare run b against run a metric by metric: sample by sample (paired by id), or with
+    ``by="conversation"`` conversation by conversation (paired by conversation id, on each
+    conversation's mean; ValueError when a run has no conversations)."""
+    if by not in UNITS:
+        raise ValueError(f"compare by {by!r}: expected one of {', '.join(UNITS)}")
     a = run_a if isinstance(run_a, RunData) else load_run(run_a)
     b = run_b if isinstance(run_b, RunData) else load_run(run_b)
-    ia, ib = _index(a), _index(b)
-    common = [sid for sid in ia if sid in ib]
     names_a, names_b = a.metric_names, b.metric_names
     shared = [m for m in names_a if m in names_b]
-    metrics = []
-    for m in shared:
-        pairs: list[SampleDelta] = []
-        for sid in common:
-            va, vb = ia[sid].value(m), ib[sid].value(m)
-            if va is None or vb is None:
-                continue
-            sa, sb = ia[sid].sample, ib[sid].sample
-            pairs.append(SampleDelta(sid, va, vb, text_of(sb.get("question") or sa.get("question")),
-                                     text_of(sa.get("answer")), text_of(sb.get("answer"))))
-        lib = lower_is_better(m, b.metric_summaries.get(m) or a.metric_summaries.get(m))
-        if not pairs:
-            metrics.append(MetricComparison(m, 0, None, None, None, None, None, lib, [], alpha))
-            continue
-        result = paired_bootstrap([p.a for p in pairs], [p.b for p in pairs])
-        worse = [p for p in pairs if (p.delta > 0 if lib else p.delta < 0)]
-        worse.sort(key=lambda p: (-p.delta if lib else p.delta, p.id))
-        metrics.append(MetricComparison(
-            m, result.n_pairs, sum(p.a for p in pairs) / len(pairs), sum(p.b for p in pairs) / len(pairs),
-            result.delta, (float(result.ci95[0]), float(result.ci95[1])), float(result.p_value), lib,
-            worse[:top], alpha))
+    units = _samples if by == "sample" else _conversations
+    ia, ib = units(a, shared), units(b, shared)
+    common = [key for key in ia if key in ib]
+    metrics = [_compare_metric(m, ia, ib, common, lower_is_better(m, b.metric_summaries.get(m)
+                                                                  or a.metric_summaries.get(m)), alpha, top)
+               for m in shared]
     return Comparison(
         a.path, b.path, _label(a), _label(b), len(common),
-        [sid for sid in ia if sid not in ib], [sid for sid in ib if sid not in ia], metrics,
+        [key for key in ia if key not in ib], [key for key in ib if key not in ia], metrics,
         [m for m in names_a if m not in names_b], [m for m in names_b if m not in names_a],
-        [side for side, data in (("A", a), ("B", b)) if data.starter])
+        [side for side, data in (("A", a), ("B", b)) if data.starter], by)
+
+
+def _compare_metric(m: str, ia: dict[str, _Unit], ib: dict[str, _Unit], common: list[str], lib: bool,
+                    alpha: float, top: int) -> MetricComparison:
+    """One metric's paired comparison over the units scored in both runs."""
+    from offline_eval.stats import paired_bootstrap
+
+    pairs: list[SampleDelta] = []
+    for key in common:
+        ua, ub = ia[key], ib[key]
+        va, vb = ua.values[m], ub.values[m]
+        if va is None or vb is None:
+            continue
+        pairs.append(SampleDelta(key, va, vb, ub.question or ua.question, ua.answer, ub.answer))
+    if not pairs:
+        return MetricComparison(m, 0, None, None, None, None, None, lib, [], alpha)
+    result = paired_bootstrap([p.a for p in pairs], [p.b for p in pairs])
+    worse = [p for p in pairs if (p.delta > 0 if lib else p.delta < 0)]
+    worse.sort(key=lambda p: (-p.delta if lib else p.delta, p.id))
+    return MetricComparison(
+        m, result.n_pairs, sum(p.a for p in pairs) / len(pairs), sum(p.b for p in pairs) / len(pairs),
+        result.delta, (float(result.ci95[0]), float(result.ci95[1])), float(result.p_value), lib,
+        worse[:top], alpha)
 
 
 def _num(v: float | None, digits: int = 3, sign: bool = False) -> str:
@@ -185,7 +232,8 @@ def regression_failures(comparison: Comparison) -> list[str]:
     lines = []
     for m in comparison.regressions:
         direction = " (lower is better)" if m.lower_is_better else ""
-        lines.append(f"{m.name} regressed{direction}: {_num(m.mean_a)} -> {_num(m.mean_b)}, "
+        per = " per conversation" if comparison.unit == "conversation" else ""
+        lines.append(f"{m.name} regressed{per}{direction}: {_num(m.mean_a)} -> {_num(m.mean_b)}, "
                      f"delta {_num(m.delta, sign=True)} 95% CI {_ci(m.ci95)}, p{_p_eq(m.p_value)}, "
                      f"n={m.n_pairs}")
     return lines
@@ -200,15 +248,18 @@ _HEAD = ["metric", "A", "B", "delta (B−A)", "95% CI", "p", "pairs", "verdict"]
 
 
 def _notes(comparison: Comparison) -> list[str]:
+    units = f"{comparison.unit}s"
     notes = [f"A: {comparison.run_a}", f"B: {comparison.run_b}",
-             f"{comparison.n_common} samples paired by id"]
+             f"{comparison.n_common} samples paired by id" if comparison.unit == "sample" else
+             f"{comparison.n_common} conversations paired by conversation id, each metric on the conversations' "
+             "means over their turns"]
     if comparison.starter:
         notes.append(f"starter profile ({' and '.join(comparison.starter)}): these scores only show that the "
                      "pipeline runs; do not use them to judge a system")
     if comparison.only_in_a:
-        notes.append(f"{len(comparison.only_in_a)} samples only in A (ignored)")
+        notes.append(f"{len(comparison.only_in_a)} {units} only in A (ignored)")
     if comparison.only_in_b:
-        notes.append(f"{len(comparison.only_in_b)} samples only in B (ignored)")
+        notes.append(f"{len(comparison.only_in_b)} {units} only in B (ignored)")
     if comparison.metrics_only_in_a:
         notes.append("metrics only in A: " + ", ".join(comparison.metrics_only_in_a))
     if comparison.metrics_only_in_b:
@@ -311,28 +362,36 @@ def render_comparison_html(comparison: Comparison) -> str:
                 "<table class='sortable-table' id='compare-table'><thead><tr><th>metric</th><th class='num'>A</th>"
                 "<th class='num'>B</th><th class='num'>delta</th><th class='num'>95% CI</th><th>interval</th>"
                 "<th class='num'>p</th><th class='num'>pairs</th><th>verdict</th></tr></thead><tbody>"
-                + "".join(rows) + "</tbody></table><p class='muted small'>Paired bootstrap over samples "
+                + "".join(rows) + f"</tbody></table><p class='muted small'>Paired bootstrap over {c.unit}s "
                 "scored in both runs; two-sided p-value. A change is called a regression/improvement when "
                 f"p &lt; {ALPHA} and the whole 95% interval lies on one side of zero.</p></section>")
-    for m in c.metrics:
-        if not m.most_regressed:
-            continue
-        items = []
-        for s in m.most_regressed:
-            items.append(
-                f"<tr><td>{e(s.id)}</td><td class='num'>{pill(s.a, lower=m.lower_is_better)}</td>"
-                f"<td class='num'>{pill(s.b, lower=m.lower_is_better)}</td>"
-                f"<td class='num delta-neg'>{s.delta:+.3f}</td><td><div class='text'>{e(s.question[:300])}</div>"
-                f"<details><summary class='muted small'>answers</summary><div class='cols'>"
-                f"<div><div class='label muted small'>A</div><div class='text'>{e(s.answer_a)}</div></div>"
-                f"<div><div class='label muted small'>B</div><div class='text'>{e(s.answer_b)}</div></div>"
-                "</div></details></td></tr>")
-        body.append(f"<section class='regressed-samples' data-metric='{e(m.name)}'><h2>{e(m.name)}: samples that got "
-                    f"worse most</h2><table><thead><tr><th>id</th><th class='num'>A</th><th class='num'>B</th>"
-                    f"<th class='num'>change</th><th>question</th></tr></thead><tbody>{''.join(items)}</tbody></table></section>")
+    body += [_most_regressed_html(m, c.unit) for m in c.metrics if m.most_regressed]
     body.append("</main><footer>Generated offline by offline-eval. This file loads nothing from the network.</footer>")
     return page(f"offline-eval comparison — {c.label_b} vs {c.label_a}", "".join(body),
                 scripts=[assets.SIMPLE_SORT_JS])
+
+
+def _most_regressed_html(m: MetricComparison, unit: str) -> str:
+    """The samples (or conversations) of one metric that got worse most, with their questions and answers."""
+    from offline_eval.report.html import e, pill
+
+    items = []
+    for s in m.most_regressed:
+        answers = ("<details><summary class='muted small'>answers</summary><div class='cols'>"
+                   f"<div><div class='label muted small'>A</div><div class='text'>{e(s.answer_a)}</div></div>"
+                   f"<div><div class='label muted small'>B</div><div class='text'>{e(s.answer_b)}</div></div>"
+                   "</div></details>") if s.answer_a or s.answer_b else ""
+        items.append(
+            f"<tr><td>{e(s.id)}</td><td class='num'>{pill(s.a, lower=m.lower_is_better)}</td>"
+            f"<td class='num'>{pill(s.b, lower=m.lower_is_better)}</td>"
+            f"<td class='num delta-neg'>{s.delta:+.3f}</td><td><div class='text'>{e(s.question[:300])}</div>"
+            f"{answers}</td></tr>")
+    first = "question" if unit == "sample" else "turns, first question"
+    return (f"<section class='regressed-samples' data-metric='{e(m.name)}'><h2>{e(m.name)}: {unit}s that got "
+            f"worse most</h2><table><thead><tr><th>{'id' if unit == 'sample' else 'conversation'}</th>"
+            "<th class='num'>A</th><th class='num'>B</th>"
+            f"<th class='num'>change</th><th>{first}</th></tr></thead><tbody>{''.join(items)}</tbody></table>"
+            "</section>")
 
 
 def write_comparison_html(comparison: Comparison, output_dir: str | Path | None = None) -> Path:

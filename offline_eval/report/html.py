@@ -1,8 +1,9 @@
 """Self-contained HTML reports: one file per run, with no external reference of any kind.
 
 ``write_report(run_dir)`` writes ``run_dir/report.html``: per-metric summary (mean, 95% interval,
-scored/unscored counts and reasons), score histograms, the worst samples per metric, and a
-sortable, filterable per-sample table whose rows expand into the evidence behind each score.
+scored/unscored counts and reasons), score histograms, the worst samples per metric, the conversations
+when samples name one (:mod:`offline_eval.report.conversations`), and a sortable, filterable per-sample
+table whose rows expand into the evidence behind each score.
 ``write_retrieval_report(output_dir)`` does the same job for the retriever benchmark.
 
 All data is untrusted and is HTML-escaped on the way in; the page also carries a
@@ -22,6 +23,9 @@ from offline_eval.records import MetricSummary, ResultRow
 from offline_eval.report import assets, svg
 from offline_eval.report._run import (
     RunData, calibration_notes, e, fmt_ci, fmt_num, load_run, lower_is_better, str_list, text_of,
+)
+from offline_eval.report.conversations import (
+    Conversation, conversations_of, conversations_section, history_html, place_html, placements,
 )
 from offline_eval.report.evidence import evidence_html
 
@@ -289,17 +293,20 @@ def _field(label: str, value: Any) -> str:
     return f"<div class='field'><div class='label'>{e(label)}</div><div class='text'>{e(text)}</div></div>"
 
 
-def _sample_detail(rec: ResultRow, metrics: list[str], lower: set[str]) -> str:
+def _sample_detail(rec: ResultRow, metrics: list[str], lower: set[str],
+                   place: tuple[Conversation, int] | None = None) -> str:
+    """A sample's evidence; ``place``: its conversation and turn number, when it is a turn of one."""
     sample = rec.sample
     contexts = str_list(sample.get("contexts"))
-    left = (_field("question", sample.get("question")) + _field("answer", sample.get("answer"))
+    left = ((place_html(*place) if place else "") + history_html(sample)
+            + _field("question", sample.get("question")) + _field("answer", sample.get("answer"))
             + _field("ground truth", sample.get("ground_truth")))
     keypoints = str_list(sample.get("keypoints"))
     if keypoints:
         left += ("<div class='field'><div class='label'>reference keypoints</div><ol class='chunks'>"
                  + "".join(f"<li>{e(k)}</li>" for k in keypoints) + "</ol></div>")
     known = {"id", "question", "answer", "contexts", "ground_truth", "reference_contexts", "keypoints",
-             "language"}
+             "language", "conversation"} | ({"conversation_id"} if place else set())
     extra = {k: v for k, v in sample.items() if k not in known}
     if extra:
         left += ("<details><summary class='muted small'>other fields</summary><pre class='json'>"
@@ -329,7 +336,8 @@ def _sample_detail(rec: ResultRow, metrics: list[str], lower: set[str]) -> str:
     return (f"<div class='cols'><div>{left}</div><div>{right}</div></div>" + "".join(evidence))
 
 
-def _samples_section(data: RunData, metrics: list[str], anchors: list[str]) -> str:
+def _samples_section(data: RunData, metrics: list[str], anchors: list[str],
+                     places: dict[int, tuple[Conversation, int]]) -> str:
     languages = sorted({text_of(r.sample.get("language")) for r in data.results} - {""})
     heads = ["<th class='sortable' data-key='row' data-type='num'>#<span class='arrow'></span></th>",
              "<th class='sortable' data-key='id' data-type='str'>id<span class='arrow'></span></th>"]
@@ -361,12 +369,14 @@ def _samples_section(data: RunData, metrics: list[str], anchors: list[str]) -> s
                 unscored.append(m)
             cells.append(f"<td class='num'>{pill(value, reason, lower=m in lower) if entry is not None else ''}</td>")
             keys.append(f"data-k-m{i}='{'' if value is None else repr(value)}'")
-        search = " ".join([sid, question, text_of(sample.get("answer"))]).lower()[:_SEARCH_CHARS]
+        search = " ".join([sid, question, text_of(sample.get("answer")),
+                           text_of(sample.get("conversation_id"))]).lower()[:_SEARCH_CHARS]
         bodies.append(
             f"<tbody id='{anchors[idx]}' {' '.join(keys)} data-lang='{e(lang)}' "
             f"data-unscored='{e(' '.join(unscored))}' data-search='{e(search)}'>"
             f"<tr class='srow' aria-expanded='false'>{''.join(cells)}</tr>"
-            f"<tr class='detail' hidden><td colspan='{len(heads)}'>{_sample_detail(rec, metrics, lower)}</td></tr>"
+            f"<tr class='detail' hidden><td colspan='{len(heads)}'>"
+            f"{_sample_detail(rec, metrics, lower, places.get(idx))}</td></tr>"
             "</tbody>")
     lang_opts = "".join(f"<option value='{e(l)}'>{e(l)}</option>" for l in languages)
     lang_select = (f"<label>language <select id='f-lang'><option value=''>all</option>{lang_opts}</select></label>"
@@ -401,12 +411,14 @@ def render_report(data: RunData) -> str:
     metrics = data.metric_names
     anchors = [f"s-{i}" for i in range(len(data.results))]
     title = f"offline-eval — {data.run.get('dataset') or data.path.name}"
+    conversations = conversations_of(data)
     body = (_header(data) + "<main>" + _starter_banner(data)
             + _summary_section(data, metrics) + _estimates_section(data) + _distributions_section(data, metrics)
-            + _worst_section(data, metrics, anchors) + _samples_section(data, metrics, anchors)
+            + _worst_section(data, metrics, anchors) + conversations_section(data, metrics, anchors, conversations)
+            + _samples_section(data, metrics, anchors, placements(conversations))
             + _settings_section(data) + "</main>"
             + "<footer>Generated offline by offline-eval. This file loads nothing from the network.</footer>")
-    return page(title, body, scripts=[assets.TABLE_JS])
+    return page(title, body, scripts=[assets.TABLE_JS] + ([assets.CONVERSATIONS_JS] if conversations else []))
 
 
 def write_report(run_dir: str | Path, output: str | Path | None = None) -> Path:

@@ -13,7 +13,7 @@ from offline_eval.data.schema import printable
 from offline_eval.records import MetricSummary, RunSummary
 from offline_eval.report._run import as_run_summary, calibration_notes, fmt_ci, fmt_num, lower_is_better
 
-__all__ = ["print_summary", "format_summary", "format_estimates"]
+__all__ = ["print_summary", "format_summary", "format_estimates", "format_conversations"]
 
 _HEAD = ["metric", "mean", "95% CI", "scored", "unscored"]
 _RIGHT = {1, 3}
@@ -83,6 +83,34 @@ def format_estimates(estimates: Any) -> list[str]:
     return lines
 
 
+_CONV_HEAD = ["metric", "conversations", "mean of conversations", "95% CI", "mean worst turn"]
+
+
+def format_conversations(conversations: Any) -> list[str]:
+    """The lines of a summary's ``conversations`` section (offline_eval.conversations): per metric, the
+    mean of the conversations' means with its interval and the mean of their worst turns. [] when
+    there is none. Every value is read as untrusted (a summary.json may have been edited)."""
+    if not isinstance(conversations, Mapping) or not isinstance(conversations.get("metrics"), Mapping):
+        return []
+    rows = [_CONV_HEAD]
+    for name, entry in conversations["metrics"].items():
+        if isinstance(entry, Mapping):
+            ci = entry.get("ci95")
+            rows.append([printable(str(name)), printable(str(entry.get("n_conversations", "-"))),
+                         fmt_num(entry.get("mean")), fmt_ci(ci if isinstance(ci, list) else None),
+                         fmt_num(entry.get("worst_turn_mean"))])
+    widths = [max(len(r[i]) for r in rows) for i in range(len(_CONV_HEAD))]
+    title = (f"per conversation ({printable(str(conversations.get('n_conversations', '?')))} conversations, "
+             f"{printable(str(conversations.get('n_turns', '?')))} turns; each conversation counts once, "
+             "its worst turn beside it):")
+    lines = [title]
+    for j, r in enumerate(rows):
+        lines.append("  ".join(c.ljust(widths[i]) if i == 0 else c.rjust(widths[i]) for i, c in enumerate(r)).rstrip())
+        if j == 0:
+            lines.append("  ".join("-" * w for w in widths))
+    return lines
+
+
 def _estimate_lines(summary: RunSummary) -> list[str]:
     lines = format_estimates(summary.estimates)
     if summary.estimates_error is not None:
@@ -102,6 +130,9 @@ def format_summary(summary: RunSummary | Mapping[str, Any]) -> str:
         if j == 0:
             lines.append("  ".join("-" * w for w in widths))
     lines += [f"calibration: {note}" for note in calibration_notes(summary.metrics)]
+    conversations = format_conversations(summary.conversations)
+    if conversations:
+        lines += [""] + conversations
     estimates = _estimate_lines(summary)
     if estimates:
         lines += [""] + estimates
@@ -137,6 +168,11 @@ def print_summary(summary: RunSummary | Mapping[str, Any], file: IO[str] | None 
     console.print(table)
     for note in calibration_notes(summary.metrics):
         console.print(Text(f"calibration: {note}", style="dim"))
+    conversations = format_conversations(summary.conversations)
+    if conversations:
+        console.print(Text("\n" + conversations[0], style="bold"))
+        for line in conversations[1:]:
+            console.print(Text(line))
     estimates = _estimate_lines(summary)
     if estimates:
         console.print(Text("\n" + estimates[0], style="bold"))

@@ -27,7 +27,9 @@ from itertools import combinations
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
-from offline_eval.labels import HUMAN_QUESTIONS, LABELS_FILE, Label, append_label, cohen_kappa, latest, read_labels
+from offline_eval.labels import (
+    LABELS_FILE, Label, append_label, cohen_kappa, latest, questions_for_people, read_labels,
+)
 from offline_eval.records import ResultRow, StoredScore
 from offline_eval.run.folder import RESULTS, RUN_INFO, SUMMARY, write_atomic
 
@@ -137,7 +139,7 @@ def cut_torn_line(path: Path) -> None:
 class Review:
     """A run folder under review: its samples in the seeded order, the metrics asked about, the labels.
 
-    ``metrics`` None: the run's metrics that have a question for people (HUMAN_QUESTIONS) and score at
+    ``metrics`` None: the run's metrics that have a question for people (self.questions) and score at
     least one sample. ``seed`` None: the one review.json records, or DEFAULT_SEED for a new review; a
     seed other than the recorded one is refused (it would change the order half-way).
     """
@@ -147,7 +149,9 @@ class Review:
         self.folder = Path(folder)
         if not (self.folder / RESULTS).is_file():
             raise ReviewError(f"{self.folder}: no {RESULTS}; is this a folder written by `offline-eval run`?")
-        self.fingerprint = str(_read_object(self.folder / RUN_INFO).get("fingerprint") or "")
+        run_info = _read_object(self.folder / RUN_INFO)
+        self.fingerprint = str(run_info.get("fingerprint") or "")
+        self.questions = questions_for_people(run_info)  # a criterion of the run's own asks its own question
         if not self.fingerprint:
             raise ReviewError(f"{self.folder / RUN_INFO}: no fingerprint")
         if not (self.folder / SUMMARY).is_file():
@@ -217,17 +221,17 @@ class Review:
     def _choose(self, metrics: list[str] | None, run_metrics: list[str], scored: list[frozenset[str]]) -> list[str]:
         known = list(dict.fromkeys(run_metrics + sorted({m for s in scored for m in s})))
         if metrics is None:
-            chosen = [m for m in known if m in HUMAN_QUESTIONS and any(m in s for s in scored)]
+            chosen = [m for m in known if m in self.questions and any(m in s for s in scored)]
             if not chosen:
                 raise ReviewError(f"{self.folder}: no metric of this run ({', '.join(known) or 'none'}) has a "
-                                  f"question for people; those that do: {', '.join(HUMAN_QUESTIONS)}")
+                                  f"question for people; those that do: {', '.join(self.questions)}")
             return chosen
         for m in metrics:
             if m not in known:
                 raise ReviewError(f"--metrics: {m} is not a metric of this run ({', '.join(known)})")
-            if m not in HUMAN_QUESTIONS:
+            if m not in self.questions:
                 raise ReviewError(f"--metrics: {m} has no question for people; those that do: "
-                                  f"{', '.join(HUMAN_QUESTIONS)}")
+                                  f"{', '.join(self.questions)}")
             if not any(m in s for s in scored):
                 raise ReviewError(f"--metrics: {m} scored no sample of this run")
         return list(dict.fromkeys(metrics))
@@ -278,7 +282,7 @@ class Review:
                 if metric in answers:
                     append_label(self.labels_path, Label(
                         entry.id, metric, WORDS[answers[metric]], annotator=annotator, time=_now(),
-                        question=HUMAN_QUESTIONS[metric], order=entry.order, run=self.fingerprint))
+                        question=self.questions[metric], order=entry.order, run=self.fingerprint))
         return self.state(annotator)
 
     # -- what the page shows ----------------------------------------------------------------------
@@ -288,7 +292,7 @@ class Review:
         given = latest(labels)
         out: dict[str, Any] = {
             "annotator": annotator, "seed": self.seed, "size": len(self.queue), "run": self.fingerprint[:12],
-            "metrics": [{"metric": m, "question": HUMAN_QUESTIONS[m]} for m in self.metrics],
+            "metrics": [{"metric": m, "question": self.questions[m]} for m in self.metrics],
             "agreement": self.agreement(labels)}
         if annotator is not None:
             mine = [(metric, label) for (metric, key, who), label in given.items()
@@ -331,7 +335,7 @@ class Review:
             "answer": _text(sample.get("answer")), "statements": _statements(scores),
             "contexts": _texts(sample.get("contexts")), "reference": _text(sample.get("ground_truth")),
             "keypoints": _texts(sample.get("keypoints")),
-            "asked": [{"metric": m, "question": HUMAN_QUESTIONS[m]} for m in self.asked(entry)],
+            "asked": [{"metric": m, "question": self.questions[m]} for m in self.asked(entry)],
             "labels": mine, "verdicts": {m: _verdict(scores.get(m)) for m in mine}}
 
 

@@ -26,7 +26,9 @@ from offline_eval.data.schema import Sample
 from offline_eval.engine.cache import ResultCache
 from offline_eval.engine.executor import ProgressFactory
 from offline_eval.engine.models import Models
-from offline_eval.metrics import Aggregate, load_plugins, metric_options, resolve_metrics
+from offline_eval.metrics import DEFAULT_METRICS, Aggregate, load_plugins, metric_options, resolve_metrics
+from offline_eval.metrics.criteria import PREFIX as CRITERION_PREFIX
+from offline_eval.metrics.criteria import load_criteria
 from offline_eval.metrics.base import Metric
 from offline_eval.metrics.settings import EvalSettings
 from offline_eval.records import ResultRow
@@ -155,6 +157,9 @@ class RunConfig:
 
     metrics: list[str | Metric] | None = None  # names or instances; None: the default five; "aggregate" adds one
     plugins: list[str] = field(default_factory=list)  # modules or .py files whose metrics register themselves
+    # criteria files, or tables of criteria (offline_eval.metrics.criteria): each criterion is a metric, and
+    # they are all scored unless the metrics name some of them
+    criteria: list[Any] = field(default_factory=list)
     models: ModelChoice = field(default_factory=ModelChoice)
     # settings (EvalSettings.option_names) and metric options (metrics.metric_options) by name; None keeps
     # a default
@@ -181,7 +186,8 @@ class RunConfig:
                              gpus_per_replica=args.gpus_per_replica or 0, node_cache=args.ray_node_cache)
         metrics = getattr(args, "metrics", None)
         return cls(metrics=[metrics] if isinstance(metrics, str) else metrics,
-                   plugins=list(getattr(args, "plugin", None) or []), models=ModelChoice.from_args(args),
+                   plugins=list(getattr(args, "plugin", None) or []),
+                   criteria=list(getattr(args, "criteria", None) or []), models=ModelChoice.from_args(args),
                    options=options, calibration_files=[Path(p) for p in getattr(args, "calibration", None) or []],
                    calibrate=not getattr(args, "no_calibration", False), fail_under=fail_under or {},
                    window=getattr(args, "window", None), per_row=getattr(args, "per_row", False),
@@ -237,6 +243,13 @@ class Run:
         return result
 
 
+def with_criteria(metrics: list[str | Metric] | None, criteria: list[str]) -> list[str | Metric] | None:
+    """The run's metrics with its criteria's: every criterion added, unless the metrics name one."""
+    if not criteria or any(isinstance(m, str) and m.startswith(CRITERION_PREFIX) for m in metrics or []):
+        return metrics
+    return list(metrics if metrics is not None else DEFAULT_METRICS) + criteria
+
+
 def build_run(config: RunConfig, *, models: Models | None = None) -> Run:
     """Resolve ``config`` into a :class:`Run`; ``models`` (from :func:`configure_models`) reuses models
     configured earlier instead of the choice in ``config.models``. Raises, before any model loads, on
@@ -252,7 +265,8 @@ def build_run(config: RunConfig, *, models: Models | None = None) -> Run:
         # None is the default five; an empty list is a mistake (`--metrics ""`), not a wish for them
         raise ValueError(f"--metrics names no metric ({', '.join(map(str, config.metrics)) or 'an empty list'}); "
                          "see `offline-eval metrics`, or leave it out for the default five")
-    metrics, aggregate = resolve_metrics(config.metrics, {k: v for k, v in config.options.items() if k in own})
+    metrics, aggregate = resolve_metrics(with_criteria(config.metrics, load_criteria(config.criteria)),
+                                         {k: v for k, v in config.options.items() if k in own})
     names = [m.name for m in metrics] + ([Aggregate.name] if aggregate else [])
     unknown = sorted(set(config.fail_under) - set(names))
     if unknown:

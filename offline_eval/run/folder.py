@@ -260,14 +260,14 @@ class RunFolder:
 
     def finish(self, order: dict[str, int], names: list[str], run_info: dict[str, Any],
                annotate: Callable[[dict[str, Any]], dict[str, Any]] | None = None,
-               summarize: Callable[[dict[str, list], dict[str, list]], dict[str, Any]] | None = None,
-               ) -> tuple[dict[str, Any], int]:
+               summarize: Callable[[dict[str, list], dict[str, list], list[tuple[str, str | None]]], dict[str, Any]]
+               | None = None) -> tuple[dict[str, Any], int]:
         """Rewrite results.jsonl in dataset order (``order``: id -> position) and write summary.json.
 
         Streams the file twice (statistics, then the rewrite), holding only offsets and score values,
-        so memory does not grow with the rows' size. ``summarize(values, reasons)`` builds the summary
-        from per-metric values; ``annotate(row)`` gives each row as it is to be rewritten (with its
-        calibrations).
+        so memory does not grow with the rows' size. ``summarize(values, reasons, rows)`` builds the
+        summary from per-metric values and each row's (id, conversation id), all in dataset order;
+        ``annotate(row)`` gives each row as it is to be rewritten (with its calibrations).
         Returns (summary, number of rows).
         """
         if self._sink is not None:
@@ -291,17 +291,18 @@ class RunFolder:
                         continue
                     seen.add(key)
                     scores = row.get("scores", {})
-                    index.append((order[key], start, tuple(_value_and_reason(scores.get(n)) for n in names)))
+                    index.append((order[key], start, tuple(_value_and_reason(scores.get(n)) for n in names),
+                                  (key, _conversation_of(row))))
         index.sort(key=lambda entry: entry[0])
         values = {n: [entry[2][i][0] for entry in index] for i, n in enumerate(names)}
         reasons = {n: [entry[2][i][1] for entry in index] for i, n in enumerate(names)}
-        summary = summarize(values, reasons) if summarize else {"metrics": {}}
+        summary = summarize(values, reasons, [entry[3] for entry in index]) if summarize else {"metrics": {}}
         tmp = results.with_name(RESULTS + ".tmp")
         try:
             with open(tmp, "w", encoding="utf-8") as out:
                 if index:
                     with open(results, "rb") as handle:
-                        for _, start, _ in index:
+                        for _, start, _, _ in index:
                             handle.seek(start)
                             row = json.loads(handle.readline())
                             if annotate:
@@ -354,6 +355,13 @@ class RunFolder:
                         continue
         except OSError:
             return
+
+
+def _conversation_of(row: Any) -> str | None:
+    """The conversation a stored row's sample belongs to (``conversation_id``), or None."""
+    sample = row.get("sample") if isinstance(row, dict) else None
+    conversation = sample.get("conversation_id") if isinstance(sample, dict) else None
+    return str(conversation) if isinstance(conversation, (str, int)) and not isinstance(conversation, bool) else None
 
 
 def _value_and_reason(score: Any) -> tuple[float | None, str | None]:

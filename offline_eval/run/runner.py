@@ -32,6 +32,7 @@ from offline_eval.metrics.base import Metric, Score, as_score, returns
 from offline_eval.metrics.base import start as start_metric
 from offline_eval.metrics.settings import EvalSettings
 from offline_eval.records import ResultRow, RunSummary
+from offline_eval.conversations import conversation_summary
 from offline_eval.stats import summarize
 
 log = logging.getLogger(__name__)
@@ -225,9 +226,12 @@ def finish_run(folder: RunFolder, samples: list[Sample], metrics: list[Metric], 
         directions[Aggregate.name] = Aggregate.higher_is_better
     names = list(directions)
 
-    def summary_of(values: dict[str, list], reasons: dict[str, list]) -> dict[str, Any]:
+    def summary_of(values: dict[str, list], reasons: dict[str, list],
+                   rows: list[tuple[str, str | None]]) -> dict[str, Any]:
         summary = RunSummary({n: replace(summarize(values[n], reasons[n]), higher_is_better=directions[n])
-                              for n in names})
+                              for n in names},
+                             conversations=conversation_summary([c for _, c in rows], [i for i, _ in rows], values,
+                                                                directions))
         from offline_eval.estimate import summary_section
 
         # the folder's labels.jsonl, if any: what experts would say

@@ -101,13 +101,13 @@ def test_a_failed_rewrite_at_the_end_removes_its_temporary_file(tmp_path: Path, 
         before = (tmp_path / "results.jsonl").read_bytes()
         monkeypatch.setattr(os, "fsync", fsync)
         with pytest.raises(OSError) as failed:
-            folder.finish({"a": 0, "b": 1}, ["m"], {}, summarize=lambda v, r: {"values": v})
+            folder.finish({"a": 0, "b": 1}, ["m"], {}, summarize=lambda v, r, rows: {"values": v})
         monkeypatch.undo()
     assert failed.value.errno == errno.ENOSPC and failed.value.filename == str(tmp_path / "results.jsonl")
     assert not tmp.exists() and (tmp_path / "results.jsonl").read_bytes() == before
     with RunFolder(tmp_path) as folder:  # the rerun
         assert folder.open("fp", {}) == {"a", "b"}
-        summary, n = folder.finish({"a": 0, "b": 1}, ["m"], {}, summarize=lambda v, r: {"values": v})
+        summary, n = folder.finish({"a": 0, "b": 1}, ["m"], {}, summarize=lambda v, r, rows: {"values": v})
     assert n == 2 and summary["values"] == {"m": [1.0, 0.5]}
 
 

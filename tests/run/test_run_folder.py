@@ -136,11 +136,14 @@ def test_a_killed_windowed_run_keeps_its_finished_windows(tmp_path: Path) -> Non
 def test_finish_puts_rows_in_dataset_order_and_skips_cut_lines(tmp_path: Path) -> None:
     with RunFolder(tmp_path) as folder:
         folder.open("fp", {})
-        folder.append([{"id": "b", "scores": {"m": {"value": 0.5}}}, {"id": "a", "scores": {"m": {"value": 1.0}}}])
+        folder.append([{"id": "b", "scores": {"m": {"value": 0.5}}, "sample": {"conversation_id": "c9"}},
+                       {"id": "a", "scores": {"m": {"value": 1.0}}}])
         with open(tmp_path / "results.jsonl", "a") as handle:
             handle.write('{"id": "c", "sco')  # a kill in the middle of a line
-        summary, n = folder.finish({"a": 0, "b": 1, "c": 2}, ["m"], {}, summarize=lambda v, r: {"values": v})
+        summary, n = folder.finish({"a": 0, "b": 1, "c": 2}, ["m"], {},
+                                   summarize=lambda v, r, rows: {"values": v, "rows": rows})
     assert n == 2 and summary["values"] == {"m": [1.0, 0.5]}  # in dataset order
+    assert summary["rows"] == [("a", None), ("b", "c9")]  # each row's id and conversation, in the same order
     assert [json.loads(x)["id"] for x in (tmp_path / "results.jsonl").read_text().splitlines()] == ["a", "b"]
     assert os.path.exists(tmp_path / "summary.json")
 
