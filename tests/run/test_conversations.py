@@ -9,12 +9,9 @@ import pytest
 from offline_eval.data.readers import DataError, read_dataset, samples_from_rows
 from offline_eval.data.schema import Sample, Turn
 
-try:
-    from test_readers import write_format
-except ImportError:  # tests/ imported as a package
-    from tests.test_readers import write_format
+from tests.dataset.test_readers import write_format
 
-SHARED_MTRAG = Path(__file__).resolve().parents[2] / "shared" / "data" / "mtrag_dev.json"
+SHARED_MTRAG = Path(__file__).resolve().parents[3] / "shared" / "data" / "mtrag_dev.json"
 
 HISTORY = [{"role": "user", "content": "Who wrote Hamlet?"},
            {"role": "assistant", "content": "William Shakespeare wrote it."},
@@ -117,10 +114,7 @@ from offline_eval.metrics.conversation import recent_turns  # noqa: E402
 from offline_eval.metrics.settings import EvalSettings  # noqa: E402
 from offline_eval.runtime.scripted import ScriptedJudge  # noqa: E402
 
-try:
-    from helpers import models
-except ImportError:
-    from tests.helpers import models
+from tests.helpers import models
 
 FOLLOW_UP = Sample(id="f", question="When was he born?", answer="He was born in 1564.",
                    contexts=["William Shakespeare was born in Stratford in 1564."],

@@ -21,12 +21,8 @@ from offline_eval.report.compare import compare_runs, format_comparison, regress
 from offline_eval.report.html import write_report
 from offline_eval.stats import summarize
 
-try:
-    from test_report import CHROMIUM, CHROMIUM_FLAGS, parse
-    from test_report_fixtures import EVIL, build_run
-except ImportError:  # tests/ imported as a package
-    from tests.test_report import CHROMIUM, CHROMIUM_FLAGS, parse
-    from tests.test_report_fixtures import EVIL, build_run
+from tests.report.test_report import CHROMIUM, CHROMIUM_FLAGS, parse
+from tests.report.test_report_fixtures import EVIL, build_run
 
 try:
     from playwright.sync_api import sync_playwright

@@ -19,12 +19,9 @@ from offline_eval.metrics.criteria import criterion_metric, criterion_prompt, lo
 from offline_eval.metrics.settings import EvalSettings
 from offline_eval.runtime.scripted import ScriptedJudge
 
-try:
-    from helpers import models
-except ImportError:  # tests/ imported as a package
-    from tests.helpers import models
+from tests.helpers import models
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 EXAMPLES = REPO / "examples" / "sample.jsonl"
 CRITERIA = """
 [grounded]
