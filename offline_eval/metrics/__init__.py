@@ -29,7 +29,7 @@ def register_metric(cls: type[Metric]) -> type[Metric]:
     package's own names cannot be taken."""
     if not (isinstance(cls, type) and issubclass(cls, Metric)) or not isinstance(getattr(cls, "name", None), str):
         raise TypeError("register_metric takes a Metric subclass with a name")
-    if cls.name in _builtin_classes() or cls.name in Aggregate.asked_by:
+    if cls.name in builtin_metric_classes() or cls.name in Aggregate.asked_by:
         raise ValueError(f"metric name {cls.name!r} is taken by offline-eval's own metrics; choose another")
     _REGISTERED[cls.name] = cls
     return cls
@@ -63,7 +63,9 @@ def load_plugins(specs: Iterable[str]) -> None:
             raise ValueError(f"cannot load plugin {spec}: {type(exc).__name__}: {exc}") from None
 
 
-def _builtin_classes() -> dict[str, type[Metric]]:
+def builtin_metric_classes() -> dict[str, type[Metric]]:
+    """The package's own metrics by name (those of ``METRIC_MODULES``), none registered by a plugin or
+    a criteria file."""
     found: dict[str, type[Metric]] = {}
     for module_name in METRIC_MODULES:
         try:
@@ -79,7 +81,7 @@ def _builtin_classes() -> dict[str, type[Metric]]:
 
 def metric_classes() -> dict[str, type[Metric]]:
     """Every metric class by name: the package's own, then the registered ones."""
-    return {**_REGISTERED, **_builtin_classes()}
+    return {**_REGISTERED, **builtin_metric_classes()}
 
 
 def metric_options() -> dict[str, tuple[type[Metric], str]]:
@@ -108,5 +110,5 @@ def resolve_metrics(names: Iterable[str | Metric] | None,
     return list(out.values()), aggregate
 
 
-__all__ = ["Metric", "Score", "metric_classes", "metric_options", "resolve_metrics", "register_metric", "load_plugins",
+__all__ = ["Metric", "Score", "metric_classes", "builtin_metric_classes", "metric_options", "resolve_metrics", "register_metric", "load_plugins",
            "DEFAULT_METRICS", "Aggregate"]

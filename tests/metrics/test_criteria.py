@@ -43,6 +43,17 @@ SAMPLE = Sample(id="s", question="Who wrote Hamlet?", answer="Shakespeare wrote 
                 contexts=["Hamlet is a play by Shakespeare."], ground_truth="Shakespeare")
 
 
+@pytest.fixture(autouse=True)
+def registry_as_it_was():
+    """Each test's criteria are registered for that test only (the registry is the process's)."""
+    import offline_eval.metrics as metrics
+
+    before = dict(metrics._REGISTERED)
+    yield
+    metrics._REGISTERED.clear()
+    metrics._REGISTERED.update(before)
+
+
 def write(tmp_path: Path, text: str = CRITERIA, name: str = "criteria.toml") -> Path:
     path = tmp_path / name
     path.write_text(text, encoding="utf-8")

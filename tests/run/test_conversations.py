@@ -108,7 +108,7 @@ def test_mtrag_file_is_read_without_a_mapping() -> None:
 # ----------------------------------------------------------------------------- metrics read the history
 
 from offline_eval.engine.executor import Engine, Task  # noqa: E402
-from offline_eval.metrics import metric_classes  # noqa: E402
+from offline_eval.metrics import builtin_metric_classes, metric_classes  # noqa: E402
 from offline_eval.metrics.base import as_score, start  # noqa: E402
 from offline_eval.metrics.conversation import recent_turns  # noqa: E402
 from offline_eval.metrics.settings import EvalSettings  # noqa: E402
@@ -132,7 +132,7 @@ def judge_for_conversations() -> ScriptedJudge:
 
 
 def score_all(sample: Sample, settings: EvalSettings, judge: ScriptedJudge) -> dict[str, object]:
-    names = sorted(n for n, c in metric_classes().items() if c.__module__.startswith("offline_eval.") and c.roles)
+    names = sorted(n for n, c in builtin_metric_classes().items() if c.roles)
     engine = Engine(models(judge))
     tasks = engine.run([Task(key=n, generator=start(metric_classes()[n](), sample, settings)) for n in names])
     return {t.key: as_score(t.result) for t in tasks}
@@ -142,8 +142,7 @@ def score_all(sample: Sample, settings: EvalSettings, judge: ScriptedJudge) -> d
 def test_every_metric_that_reads_the_question_sees_the_conversation(mode: str) -> None:
     judge = judge_for_conversations()
     scores = score_all(FOLLOW_UP, EvalSettings(history=mode, claims="llm"), judge)
-    readers = sorted(n for n, c in metric_classes().items() if c.__module__.startswith("offline_eval.")
-                     and c.reads_question)
+    readers = sorted(n for n, c in builtin_metric_classes().items() if c.reads_question)
     assert "faithfulness" in readers and "context_precision" in readers and "completeness" in readers
     asked = [p for p in judge.prompts_seen if "When was" in p and "Rewrite the user's" not in p]
     assert asked and all("Conversation so far:\nUser: Who wrote Hamlet?\nAssistant: William Shakespeare.\n\n" in p
