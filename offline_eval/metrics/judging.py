@@ -550,10 +550,12 @@ def support_against_contexts(contexts: Sequence[str], claims: Sequence[str], lan
         return matrix[0]
     limit = settings.credulity_limit if not settings.claims_checked_by_classifier else 1.0
     # each statement against a passage that has nothing to do with it (one request a statement, sharing
-    # one prompt prefix across the dataset), beside its windows
+    # one prompt prefix across the dataset), beside its windows; asked without the conversation before
+    # the question: a conversation inclines a small judge to agree with anything, which would refuse
+    # ordinary statements as statements about the grading
     unrelated, *columns = yield from parallel(
         support_matrix([UNRELATED_PASSAGE[language]] if limit < 1.0 else [], claims, language, settings,
-                       question=question, framing=framing, passages=False),
+                       question=None if question is None else str(question), framing=framing, passages=False),
         *[support_matrix([windows[w][1] for w in chosen], [claim], language, settings, question=question,
                          framing=framing) for claim, chosen in zip(claims, candidates)])
     out = []

@@ -216,11 +216,13 @@ class ContextPrecision(SampleMetric):
         limit = settings.credulity_limit if settings.verdicts == "options" else 1.0
         probes = limit < 1.0
         # beside the chunks: each chunk's credulity, and whether an unrelated passage "helps" reach this
-        # answer (an answer carrying an instruction to the grader makes every chunk look useful)
+        # answer (an answer carrying an instruction to the grader makes every chunk look useful), asked
+        # without the conversation before the question (it inclines a small judge to agree with anything)
+        alone = {**values, "question": str(sample.question)}
         got, credulity, unrelated = yield from parallel(
             usefulness.judge(sample.contexts, values, lang, settings),
             credulity_of(sample.contexts if probes else [], lang),
-            usefulness.judge([UNRELATED_PASSAGE[lang]] if probes else [], values, lang, settings))
+            usefulness.judge([UNRELATED_PASSAGE[lang]] if probes else [], alone, lang, settings))
         self_support = unrelated[0]["probability"] if probes else None
         for verdict, agrees in zip(got, credulity):  # a chunk that agrees with anything is no help either
             verdict["credulity"] = round(agrees, 6)

@@ -111,6 +111,7 @@ from offline_eval.engine.executor import Engine, Task  # noqa: E402
 from offline_eval.metrics import builtin_metric_classes, metric_classes  # noqa: E402
 from offline_eval.metrics.base import as_score, start  # noqa: E402
 from offline_eval.metrics.conversation import recent_turns  # noqa: E402
+from offline_eval.metrics.judging import UNRELATED_PASSAGE  # noqa: E402
 from offline_eval.metrics.settings import EvalSettings  # noqa: E402
 from offline_eval.runtime.scripted import ScriptedJudge  # noqa: E402
 
@@ -144,9 +145,13 @@ def test_every_metric_that_reads_the_question_sees_the_conversation(mode: str) -
     scores = score_all(FOLLOW_UP, EvalSettings(history=mode, claims="llm"), judge)
     readers = sorted(n for n, c in builtin_metric_classes().items() if c.reads_question)
     assert "faithfulness" in readers and "context_precision" in readers and "completeness" in readers
-    asked = [p for p in judge.prompts_seen if "When was" in p and "Rewrite the user's" not in p]
+    probes = [p for p in judge.prompts_seen if UNRELATED_PASSAGE["en"] in p]
+    asked = [p for p in judge.prompts_seen if "When was" in p and "Rewrite the user's" not in p and p not in probes]
     assert asked and all("Conversation so far:\nUser: Who wrote Hamlet?\nAssistant: William Shakespeare.\n\n" in p
                          for p in asked)
+    # the self-support probes (an unrelated passage) read the question alone (in "both", its rewrite)
+    question = "When was William Shakespeare born?" if mode == "both" else "When was he born?"
+    assert probes and all(f"Question: {question}" in p and "Conversation so far:" not in p for p in probes)
     # faithfulness judges each claim as a sentence of the reply to the follow-up, in its conversation
     assert any("Sentence of the assistant's reply: Shakespeare was born in 1564." in p for p in asked)
     if mode == "both":
