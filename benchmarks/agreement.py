@@ -277,6 +277,10 @@ CONFIGS: dict[str, tuple[str | None, dict[str, Any], str | None]] = {
     "question": (None, {"fragment_words": 10**6}, None),
     "no_baseline": (None, {"baseline_weight": 0.0}, None),
     "full_baseline": (None, {"baseline_weight": 1.0}, None),
+    # fewer windows per statement (the verdicts are a subset of the default's: a cached rerun is cheap)
+    "windows_1": (None, {"windows_per_claim": 1}, None),
+    "windows_2": (None, {"windows_per_claim": 2}, None),
+    "windows_3": (None, {"windows_per_claim": 3}, None),
 }
 
 

@@ -50,8 +50,10 @@ Design points (see also :mod:`offline_eval.runtime.chat` for prompt and option r
 
 from __future__ import annotations
 
+import time
+from collections import Counter
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -187,6 +189,27 @@ class _Prefill(NamedTuple):
 
 
 @dataclass
+class PrefillWork:
+    """What the judge's prompt processing did, by request kind (``generate`` or ``score_options``):
+    the tokens of the prompts it was given, the tokens it ran through the model (a shared prefix once per
+    group), the positions it ran (padding included), its forward calls and their seconds; and the tokens
+    decoded one step at a time while generating. Read by ``benchmarks/judge_work.py``."""
+
+    prompt_tokens: Counter = field(default_factory=Counter)
+    computed_tokens: Counter = field(default_factory=Counter)
+    padded_tokens: Counter = field(default_factory=Counter)
+    forward_calls: Counter = field(default_factory=Counter)
+    seconds: Counter = field(default_factory=Counter)
+    decoded_tokens: int = 0  # tokens fed back while generating (one per row and step)
+    decode_seconds: float = 0.0
+
+    def shared_share(self, kind: str) -> float:
+        """The share of ``kind``'s prompt tokens served from a shared prefix instead of computed."""
+        asked = self.prompt_tokens[kind]
+        return 1.0 - self.computed_tokens[kind] / asked if asked else 0.0
+
+
+@dataclass
 class _Row:
     """One sequence to decode: a prompt, a token budget and (when sampling) its own seed."""
 
@@ -277,6 +300,7 @@ class TransformersJudge(Backend):
         dtype_name = str(self.model.dtype).removeprefix("torch.")
         self.identify({"main": content_fingerprint(source)}, {"dtype": dtype_name})
         self._option_cache: dict[tuple[str, ...], dict[str, tuple[int, ...]]] = {}
+        self.work = PrefillWork()
 
     # ------------------------------------------------------------------------------------------
     # setup helpers
@@ -364,7 +388,7 @@ class TransformersJudge(Backend):
         positions = (mask.cumsum(-1) - 1).clamp(min=0)
         return ids.to(self.device), mask.to(self.device), positions.to(self.device)
 
-    def _prefill(self, seqs: Sequence[list[int]], keep_cache: bool) -> _Prefill:
+    def _prefill(self, seqs: Sequence[list[int]], keep_cache: bool, kind: str) -> _Prefill:
         """Run a batch of prompts; returns the last position's logits ``(B, vocab)`` and hidden state
         and, when ``keep_cache``, the key/value cache, attention mask and position ids to decode from.
 
@@ -373,14 +397,30 @@ class TransformersJudge(Backend):
         prompts that share nothing) are run in buckets of similar length, so little compute goes to
         padding. The pieces' caches are then left-padded to one width: each row reads
         ``[padding][prefix][padding][tail]`` with the padding masked, and positions count real tokens
-        only, so a row's result does not depend on the rows beside it.
+        only, so a row's result does not depend on the rows beside it. The work is counted in
+        :attr:`work` under ``kind``.
         """
+        started = time.perf_counter()
+        try:
+            return self._prefill_pieces(seqs, keep_cache, kind)
+        finally:
+            self.work.prompt_tokens[kind] += sum(len(seq) for seq in seqs)
+            self.work.seconds[kind] += time.perf_counter() - started
+
+    def _forward(self, kind: str, input_ids: Any, computed: int, **kwargs: Any) -> Any:
+        """One forward pass of the model over ``input_ids``, of which ``computed`` are real tokens."""
+        self.work.forward_calls[kind] += 1
+        self.work.computed_tokens[kind] += computed
+        self.work.padded_tokens[kind] += int(input_ids.numel())
+        return self.model(input_ids=input_ids, **kwargs)
+
+    def _prefill_pieces(self, seqs: Sequence[list[int]], keep_cache: bool, kind: str) -> _Prefill:
         import torch
 
         if not self._ragged:  # one padded forward pass (see _cache_is_plain)
             ids, mask, positions = self._pad(seqs)
-            out = self.model(input_ids=ids, attention_mask=mask, position_ids=positions, use_cache=keep_cache,
-                             logits_to_keep=1)
+            out = self._forward(kind, ids, sum(len(seq) for seq in seqs), attention_mask=mask,
+                                position_ids=positions, use_cache=keep_cache, logits_to_keep=1)
             return _Prefill(out.logits[:, -1, :], self._last_hidden(),
                             out.past_key_values if keep_cache else None, mask, positions)
         if self.share_prefixes and len(seqs) > 1:
@@ -397,9 +437,9 @@ class TransformersJudge(Backend):
             head_layers = None
             if shared:
                 head = torch.tensor([seqs[group[0]][:shared]], dtype=torch.long, device=self.device)
-                out = self.model(input_ids=head, attention_mask=torch.ones_like(head),
-                                 position_ids=torch.arange(shared, device=self.device)[None], use_cache=True,
-                                 logits_to_keep=1)
+                out = self._forward(kind, head, shared, attention_mask=torch.ones_like(head),
+                                    position_ids=torch.arange(shared, device=self.device)[None], use_cache=True,
+                                    logits_to_keep=1)
                 head_layers = _cache_tensors(out.past_key_values)
             for bucket in length_buckets(group, [len(seqs[i]) - shared for i in group]):
                 ids, tail_mask, positions = self._pad([seqs[i][shared:] for i in bucket])
@@ -411,8 +451,9 @@ class TransformersJudge(Backend):
                     tail_mask = torch.cat([torch.ones((n, shared), dtype=tail_mask.dtype, device=self.device),
                                            tail_mask], dim=1)
                     positions = positions + shared
-                out = self.model(input_ids=ids, attention_mask=tail_mask, position_ids=positions,
-                                 past_key_values=cache, use_cache=keep_cache, logits_to_keep=1)
+                out = self._forward(kind, ids, sum(len(seqs[i]) - shared for i in bucket),
+                                    attention_mask=tail_mask, position_ids=positions, past_key_values=cache,
+                                    use_cache=keep_cache, logits_to_keep=1)
                 pieces.append((bucket, out.logits[:, -1, :], out.past_key_values if keep_cache else None,
                                tail_mask, positions[:, -1:], self._last_hidden()))
         rows = [i for piece in pieces for i in piece[0]]
@@ -501,7 +542,8 @@ class TransformersJudge(Backend):
         ]
         closers = self._json_closers() if any(r.stop_at_json_end for r in rows) else frozenset()
         with torch.inference_mode():
-            logits, _, cache, mask, positions = self._prefill([r.ids for r in rows], keep_cache=True)
+            logits, _, cache, mask, positions = self._prefill([r.ids for r in rows], keep_cache=True,
+                                                              kind="generate")
             if self._ragged:
                 cache, mask = _left_aligned(cache, mask)
             alive = list(range(len(rows)))  # batch position -> row; finished rows leave the batch
@@ -537,6 +579,7 @@ class TransformersJudge(Backend):
                 feed = torch.tensor([[tok] for tok in chosen], dtype=torch.long, device=self.device)
                 mask = torch.cat([mask, torch.ones_like(mask[:, :1])], dim=1)
                 positions = positions[:, -1:] + 1
+                started = time.perf_counter()
                 out = self.model(
                     input_ids=feed,
                     attention_mask=mask,
@@ -545,6 +588,8 @@ class TransformersJudge(Backend):
                     use_cache=True,
                 )
                 logits, cache = out.logits[:, -1, :], out.past_key_values
+                self.work.decoded_tokens += len(chosen)
+                self.work.decode_seconds += time.perf_counter() - started
         return produced
 
     def _json_closers(self) -> frozenset[int]:
@@ -587,7 +632,7 @@ class TransformersJudge(Backend):
         results: list[dict[str, float]] = [{} for _ in requests]
 
         def score(chunk: list[int]) -> None:
-            out = self._prefill([prompts[i] for i in chunk], keep_cache=False)
+            out = self._prefill([prompts[i] for i in chunk], keep_cache=False, kind="score_options")
             tokens = sorted({t for i in chunk for toks in option_ids[i].values() for t in toks})
             column = {t: c for c, t in enumerate(tokens)}
             rows = self._option_logits(out.hidden, out.logits, tokens).cpu().tolist()

@@ -550,6 +550,32 @@ def test_shared_prefix_options_equal_full_computation(model_dir: Path) -> None:
     assert len({round(r["Yes"], 6) for r in shared}) > 3  # claims matter
 
 
+def test_the_judge_accounts_for_its_prompt_processing(model_dir: Path) -> None:
+    """``work`` counts the prompt tokens asked for, those run through the model (a shared prefix once)
+    and the positions run; without sharing, every prompt token is computed."""
+    prompts = _verdict_prompts()
+    reqs = [ScoreOptions(prompt=p, options=("Yes", "No")) for p in prompts]
+    shared_judge = TransformersJudge(str(model_dir), batch_size=len(reqs))
+    plain_judge = TransformersJudge(str(model_dir), batch_size=len(reqs), share_prefixes=False)
+    shared_judge.score_options(reqs)
+    plain_judge.score_options(reqs)
+    asked = sum(len(chat.encode_chat(shared_judge.tokenizer, p)) for p in prompts)
+    for judge in (shared_judge, plain_judge):
+        work = judge.work
+        assert work.prompt_tokens["score_options"] == asked
+        assert work.padded_tokens["score_options"] >= work.computed_tokens["score_options"]
+        assert work.forward_calls["score_options"] >= 1 and work.seconds["score_options"] > 0
+        assert work.prompt_tokens["generate"] == 0 and work.decoded_tokens == 0
+    assert plain_judge.work.computed_tokens["score_options"] == asked
+    assert plain_judge.work.shared_share("score_options") == 0.0
+    assert shared_judge.work.computed_tokens["score_options"] < asked
+    assert 0.2 < shared_judge.work.shared_share("score_options") < 1.0
+
+    shared_judge.generate([Generate(prompt=prompts[0], sampling=Sampling(max_tokens=5))])
+    assert shared_judge.work.prompt_tokens["generate"] == len(chat.encode_chat(shared_judge.tokenizer, prompts[0]))
+    assert 1 <= shared_judge.work.decoded_tokens <= 5
+
+
 def test_shared_prefix_generation_equals_reference(model_dir: Path) -> None:
     prompts = _verdict_prompts()[: len(CLAIMS)]  # one context: the whole batch shares it
     reqs = [Generate(prompt=p, sampling=Sampling(max_tokens=10)) for p in prompts]
