@@ -21,10 +21,10 @@ from offline_eval import reasons
 from offline_eval.engine.requests import Classify, Embed, Generate, Sampling, ScoreOptions, messages
 from offline_eval.metrics.parsing import parse_output
 from offline_eval.metrics.settings import EvalSettings
-from offline_eval.prompts.base import Prompt, QuestionInConversation
+from offline_eval.prompts.base import Prompt
 from offline_eval.prompts.ragas import (
-    ANSWER_SUPPORT_OPTION, ATTRIBUTION_OPTION, ATTRIBUTION_VERDICTS, CLAIMS, REPAIR, REPLY_SUPPORT_OPTION,
-    REPLY_VERDICTS, SUPPORT_OPTION, SUPPORT_VERDICTS,
+    ANSWER_SUPPORT_OPTION, ATTRIBUTION_OPTION, ATTRIBUTION_VERDICTS, CLAIMS, REPAIR, SUPPORT_OPTION,
+    SUPPORT_VERDICTS,
 )
 from offline_eval.reasons import Unscorable
 from offline_eval.text import count_units, split_sentences
@@ -216,12 +216,11 @@ class Statements:
     def judged_as(self, question: str | None, settings: EvalSettings) -> tuple[str | None, str]:
         """The question these statements are judged against and how (a framing of ``FRAMINGS``): an
         answer checked whole that is a fragment (at most ``settings.fragment_words`` words) as an answer
-        to the question; in a conversation, a statement as part of the reply to the question, read with
-        the turns before it (so its pronouns are resolved); otherwise on its own."""
+        to the question (in a conversation, the question read with the turns before it); otherwise on its
+        own, in a conversation too: judged as sentences of a reply to the follow-up, with the conversation
+        before them, MT-RAG's statements were ranked further from people's labels by the bench judge."""
         if self.whole and question and self.texts and len(self.texts[0].split()) <= settings.fragment_words:
             return question, "answer"
-        if isinstance(question, QuestionInConversation) and question.history:
-            return question, "reply"
         return None, "statement"
 
 
@@ -295,7 +294,6 @@ FRAMINGS: dict[str, tuple[Prompt, Prompt]] = {
     "statement": (SUPPORT_OPTION, SUPPORT_VERDICTS),
     "answer": (ANSWER_SUPPORT_OPTION, SUPPORT_VERDICTS),
     "reference": (ATTRIBUTION_OPTION, ATTRIBUTION_VERDICTS),
-    "reply": (REPLY_SUPPORT_OPTION, REPLY_VERDICTS),  # a sentence of a reply, read in its conversation
 }
 
 

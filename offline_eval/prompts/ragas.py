@@ -82,34 +82,6 @@ ANSWER_SUPPORT_OPTION = register(Prompt(
     },
 ))
 
-# faithfulness in a conversation: a sentence of a reply to a follow-up question is judged with the
-# conversation and the question before it (Prompt.render shows them), so "he" and "it" are resolved.
-REPLY_SUPPORT_OPTION = register(Prompt(
-    name="reply_support_option",
-    system=YES_NO,
-    template={
-        "en": ("Context:\n{premise}\n\nQuestion: {question}\nSentence of the assistant's reply: {hypothesis}\n\n"
-               "Is this sentence fully supported by the context? Answer Yes or No."),
-        "zh": ("上下文：\n{premise}\n\n问题：{question}\n助手回复中的句子：{hypothesis}\n\n"
-               "这句话是否完全得到上下文的支持？回答 Yes 或 No。"),
-    },
-))
-
-REPLY_VERDICTS = register(Prompt(
-    name="reply_verdicts",
-    system=JSON_ONLY,
-    template={
-        "en": ("Context chunks:\n{premise}\n\nQuestion: {question}\nFor each sentence of the assistant's reply "
-               "decide whether it is supported by the context chunks. Give a one-sentence reason, supported "
-               "true/false, and the number of the chunk that supports it (null when none).\nSentences:\n{statements}\n"
-               'JSON: {{"verdicts": [{{"statement": "...", "reason": "...", "supported": true, "chunk": 1}}]}}'),
-        "zh": ("上下文片段：\n{premise}\n\n问题：{question}\n逐句判断助手回复中的句子是否得到上下文片段的支持。"
-               "给出一句理由、supported 为 true/false，以及支持它的片段编号（没有则为 null）。\n句子：\n{statements}\n"
-               'JSON：{{"verdicts": [{{"statement": "...", "reason": "...", "supported": true, "chunk": 1}}]}}'),
-    },
-    schema=SUPPORT_VERDICTS.schema,
-))
-
 # context_recall: a sentence of the reference is judged as an answer to the question (Ragas' context
 # recall prompt has the question too): a reference like "January 2021" is no statement on its own.
 ATTRIBUTION_OPTION = register(Prompt(

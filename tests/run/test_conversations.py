@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import pytest
@@ -115,7 +116,7 @@ from offline_eval.metrics.judging import UNRELATED_PASSAGE  # noqa: E402
 from offline_eval.metrics.settings import EvalSettings  # noqa: E402
 from offline_eval.runtime.scripted import ScriptedJudge  # noqa: E402
 
-from tests.helpers import models
+from tests.helpers import models, score
 
 FOLLOW_UP = Sample(id="f", question="When was he born?", answer="He was born in 1564.",
                    contexts=["William Shakespeare was born in Stratford in 1564."],
@@ -151,12 +152,25 @@ def test_every_metric_that_reads_the_question_sees_the_conversation(mode: str) -
                          for p in asked)
     # the self-support probes (an unrelated passage) read the question alone (in "both", its rewrite)
     question = "When was William Shakespeare born?" if mode == "both" else "When was he born?"
-    assert probes and all(f"Question: {question}" in p and "Conversation so far:" not in p for p in probes)
-    # faithfulness judges each claim as a sentence of the reply to the follow-up, in its conversation
-    assert any("Sentence of the assistant's reply: Shakespeare was born in 1564." in p for p in asked)
+    assert probes and all("Conversation so far:" not in p for p in probes)
+    assert any(f"Question: {question}" in p for p in probes)
+    # faithfulness judges a whole statement on its own, as outside a conversation
+    assert any(p.endswith("Statement: Shakespeare was born in 1564.\n\nIs the statement fully supported by the "
+                          "context? Answer Yes or No.") and "Conversation so far:" not in p for p in judge.prompts_seen)
     if mode == "both":
         assert all("When was William Shakespeare born?" in p for p in asked)
     assert all(s.value is not None or s.reason for s in scores.values())
+
+
+def test_a_fragment_answer_is_judged_as_the_answer_to_the_question_in_its_conversation() -> None:
+    from offline_eval.metrics.ragas import Faithfulness
+
+    judge = judge_for_conversations()
+    fragment = dataclasses.replace(FOLLOW_UP, answer="In 1564.")
+    score(Faithfulness(), fragment, models(judge), EvalSettings())
+    verdicts = [p for p in judge.prompts_seen if "In 1564." in p and UNRELATED_PASSAGE["en"] not in p]
+    assert verdicts and all("Conversation so far:\nUser: Who wrote Hamlet?" in p and "When was he born?" in p
+                            for p in verdicts)
 
 
 def test_rewrite_is_asked_once_per_sample_and_shared_by_every_metric() -> None:
