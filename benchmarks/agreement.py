@@ -264,6 +264,7 @@ CONFIGS: dict[str, tuple[str | None, dict[str, Any], str | None]] = {
     "history_none": (None, {"history": "none"}, None),
     "history_rewrite": (None, {"history": "rewrite"}, None),
     "history_both": (None, {"history": "both"}, None),
+    "history_short": (None, {"history": "tail", "history_words": 50}, None),
     # the plain faithfulness question written as a criterion of one's own (benchmarks/criteria), without
     # and with the lean correction; sets scored by faithfulness only
     "criterion": ("criterion_supported", {}, None),

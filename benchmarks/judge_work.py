@@ -21,6 +21,7 @@ Attention and the output layer are left out of the FLOPs, so the fraction is a l
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import sys
@@ -100,7 +101,8 @@ def write_markdown(path: Path, report: dict[str, Any]) -> None:
         f"- command: `{report['command']}`",
         f"- data: first {cfg['n']} rows of `{cfg['dataset']}`; metrics: {', '.join(cfg['metrics'])}",
         f"- judge: `{cfg['judge']}` ({cfg['dtype']}, verifier = judge, option verdicts), batch size "
-        f"{cfg['batch_size']}, max tokens {cfg['max_tokens']}; cache: in-memory, fresh",
+        f"{cfg['batch_size']}, max tokens {cfg['max_tokens']}, windows per statement {cfg['windows_per_claim']}; "
+        f"cache: in-memory, fresh",
         "",
         f"Run: {run['seconds']:.1f} s wall, {run['cpu_seconds']:.1f} s CPU ({run['seconds'] / cfg['n']:.2f} s a row); "
         f"option verdicts per row: {report['verdicts_per_row']:.1f}; requests per row by kind: "
@@ -153,6 +155,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--max-model-len", type=int, default=4096)
     p.add_argument("--dtype", default="bfloat16")
     p.add_argument("--threads", type=int, default=1)
+    p.add_argument("--windows-per-claim", type=int, default=None,
+                   help="the setting of that name (default: the code's); each statement's windows")
     p.add_argument("--matmul-rows", type=int, default=512, help="rows of the timed matrix product")
     p.add_argument("--note", action="append", default=[], help="a line for the notes (what else was running)")
     p.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "judge_work")
@@ -161,6 +165,8 @@ def main(argv: list[str] | None = None) -> int:
     machine = throughput.machine()  # the load average before anything of this run
     samples, metrics, names, settings, models, wrappers = throughput.bench_setup(args)
     machine["torch_threads"] = args.threads  # set by bench_setup
+    if args.windows_per_claim is not None:
+        settings = dataclasses.replace(settings, windows_per_claim=args.windows_per_claim)
     judge = wrappers["judge"]._backend
     throughput.warm_up(wrappers)
     judge.work = type(judge.work)()  # the warm-up is not the run's work
@@ -179,7 +185,8 @@ def main(argv: list[str] | None = None) -> int:
         "command": " ".join(["python", "benchmarks/judge_work.py"] + (argv if argv is not None else sys.argv[1:])),
         "machine": machine,
         "config": {"dataset": str(args.dataset), "n": n, "judge": str(args.judge), "metrics": names,
-                   "dtype": args.dtype, "batch_size": args.batch_size, "max_tokens": args.max_tokens},
+                   "dtype": args.dtype, "batch_size": args.batch_size, "max_tokens": args.max_tokens,
+                   "windows_per_claim": settings.windows_per_claim},
         "run": {"seconds": record["seconds"], "cpu_seconds": record["cpu_seconds"],
                 "loadavg_1m": record["loadavg_1m"], "scores": record["scores"]},
         "engine": {"requests": dict(record["engine"]["unique_requests"]),
