@@ -34,8 +34,8 @@ P(Yes) / (P(Yes) + P(No)) at the next token; for answer correctness the context 
 answer and the question is given; for completeness, "Does the answer give all the information of the
 reference answer?"); ``plain_history`` is the same prompt with the conversation before the answer (its
 latest 200 words) and the question; ``default`` is the set's metric with the code's default settings
-(which read a conversation's history as ``--history tail``); ``history_none`` / ``history_rewrite`` /
-``history_both`` set ``--history``. Other named configurations (``CONFIGS``) are the variants measured
+(which read the question alone, ``--history none``); ``history_tail`` / ``history_rewrite`` /
+``history_both`` set ``--history`` (``history_none`` is the default's settings, named). Other named configurations (``CONFIGS``) are the variants measured
 while choosing the defaults.
 
 Calibrated balanced accuracy is cross-validated: each row is predicted by the threshold fitted (max
@@ -259,9 +259,10 @@ SETS: dict[str, tuple[Callable[..., list], str, type[Metric], int | None, str]] 
 CONFIGS: dict[str, tuple[str | None, dict[str, Any], str | None]] = {
     "plain": ("plain", {}, None),
     "default": (None, {}, None),
-    # a conversation's history (sets whose samples carry one: MT-RAG); the default reads it as "tail"
+    # a conversation's history (sets whose samples carry one: MT-RAG); the default reads the question alone
     "plain_history": ("plain_history", {}, None),
     "history_none": (None, {"history": "none"}, None),
+    "history_tail": (None, {"history": "tail"}, None),
     "history_rewrite": (None, {"history": "rewrite"}, None),
     "history_both": (None, {"history": "both"}, None),
     "history_short": (None, {"history": "tail", "history_words": 50}, None),

@@ -98,13 +98,15 @@ class EvalSettings:
     aggregate_weights: dict[str, float] = setting(
         default_factory=dict, name="weights", parse=named_numbers, metavar="metric=w,...", aggregate_only=True,
         help="weights of the aggregate (default: equal weights)")
-    # follow-up questions ("and when was he born?") are read with the conversation before them
+    # follow-up questions ("and when was he born?") may be read with the conversation before them; with
+    # the bench judge on MT-RAG, tail left faithfulness unchanged and ranked completeness further from
+    # people's labels than the question alone, so none is the default
     history: Literal["none", "tail", "rewrite", "both"] = setting(
-        "tail", changes_values=True, recorded_unless_default=True,
-        help="how a metric reads the question of a sample that carries a conversation: tail (the last "
-             "--history-words words of the conversation before the question, in the prompt; the default), "
-             "rewrite (the judge rewrites the question to stand alone, once per sample, shared by every "
-             "metric), both, or none (the question alone)")
+        "none", changes_values=True, recorded_unless_default=True,
+        help="how a metric reads the question of a sample that carries a conversation: none (the question "
+             "alone; the default), tail (the last --history-words words of the conversation before the "
+             "question, in the prompt), rewrite (the judge rewrites the question to stand alone, once per "
+             "sample, shared by every metric), or both")
     history_words: int = setting(
         200, changes_values=True, recorded_unless_default=True, minimum=1, metavar="WORDS",
         help="--history tail: the most words (Chinese: characters) of the conversation before the question "

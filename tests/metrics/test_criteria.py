@@ -122,8 +122,10 @@ def test_a_criterion_reading_the_question_sees_the_conversation(tmp_path: Path) 
     follow_up = Sample(id="f", question="And his birth year?", answer="1564.",
                        conversation=[Turn("user", "Who wrote Hamlet?"), Turn("assistant", "Shakespeare."),
                                      Turn("user", "And his birth year?")])
-    score("criterion_polite", judge, sample=follow_up)
+    score("criterion_polite", judge, EvalSettings(history="tail"), sample=follow_up)
     assert "Conversation so far:\nUser: Who wrote Hamlet?" in judge.prompts_seen[-1]
+    score("criterion_polite", judge, sample=follow_up)  # the default reads the question alone
+    assert "Conversation so far:" not in judge.prompts_seen[-1]
 
 
 # ----------------------------------------------------------------------------- CLI, TOML, API

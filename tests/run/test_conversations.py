@@ -167,7 +167,7 @@ def test_a_fragment_answer_is_judged_as_the_answer_to_the_question_in_its_conver
 
     judge = judge_for_conversations()
     fragment = dataclasses.replace(FOLLOW_UP, answer="In 1564.")
-    score(Faithfulness(), fragment, models(judge), EvalSettings())
+    score(Faithfulness(), fragment, models(judge), EvalSettings(history="tail"))
     verdicts = [p for p in judge.prompts_seen if "In 1564." in p and UNRELATED_PASSAGE["en"] not in p]
     assert verdicts and all("Conversation so far:\nUser: Who wrote Hamlet?" in p and "When was he born?" in p
                             for p in verdicts)
@@ -195,8 +195,8 @@ def test_none_or_no_history_changes_no_prompt() -> None:
     first, second, third = judge_for_conversations(), judge_for_conversations(), judge_for_conversations()
     a = score_all(plain, EvalSettings(), first)
     b = score_all(FOLLOW_UP, EvalSettings(history="none"), second)
-    c = score_all(dataclasses_replace(FOLLOW_UP, conversation=[Turn("user", "When was he born?")]), EvalSettings(),
-                  third)
+    c = score_all(dataclasses_replace(FOLLOW_UP, conversation=[Turn("user", "When was he born?")]),
+                  EvalSettings(history="tail"), third)
     assert first.prompts_seen == second.prompts_seen == third.prompts_seen
     assert {k: v.value for k, v in a.items()} == {k: v.value for k, v in b.items()} == {k: v.value for k, v in c.items()}
 
@@ -220,7 +220,7 @@ def test_history_at_its_default_leaves_fingerprints_and_signatures_as_before() -
 
     default = EvalSettings()
     assert "history" not in default.fingerprint() and "history_words" not in settings_signature(default)
-    assert EvalSettings(history="none").fingerprint()["history"] == "none"
+    assert default.history == "none" and EvalSettings(history="tail").fingerprint()["history"] == "tail"
     assert settings_signature(EvalSettings(history_words=50))["history_words"] == 50
 
 

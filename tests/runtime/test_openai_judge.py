@@ -45,35 +45,39 @@ class FakeServer:
             self.max_in_flight = max(self.max_in_flight, self.in_flight)
         try:
             time.sleep(self.delay)
-            if handler.path != "/v1/chat/completions":
-                return self._send(handler, 404, {"error": {"message": "no such route"}})
-            last = body["messages"][-1]["content"]
-            if last.startswith("fail:"):
-                wanted = int(last.split(":")[1])
-                with self.lock:
-                    seen = self.failures.get(last, 0)
-                    self.failures[last] = seen + 1
-                if seen < wanted:
-                    return self._send(handler, 503, {"error": {"message": "overloaded"}})
-            if last.startswith("bad:"):
-                return self._send(handler, 400, {"error": {"message": "bad request: max_tokens too large"}})
-            if body.get("logprobs"):
-                top = self.top_logprobs_for(last)
-                choice = {
-                    "index": 0,
-                    "message": {"role": "assistant", "content": top[0]["token"]},
-                    "logprobs": {"content": [{"token": top[0]["token"], "logprob": top[0]["logprob"], "top_logprobs": top}]},
-                }
-                return self._send(handler, 200, {"object": "chat.completion", "choices": [choice]})
-            n = 1 if last.startswith("one:") else body.get("n", 1)
-            choices = [
-                {"index": i, "message": {"role": "assistant", "content": f"{last}|seed={body.get('seed')}|{i}"}}
-                for i in range(n)
-            ]
-            return self._send(handler, 200, {"object": "chat.completion", "choices": list(reversed(choices))})
-        finally:
+            status, payload = self._answer(handler.path, body)
+        finally:  # out of flight before the client can read the answer and send its next request
             with self.lock:
                 self.in_flight -= 1
+        self._send(handler, status, payload)
+
+    def _answer(self, path: str, body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
+        if path != "/v1/chat/completions":
+            return 404, {"error": {"message": "no such route"}}
+        last = body["messages"][-1]["content"]
+        if last.startswith("fail:"):
+            wanted = int(last.split(":")[1])
+            with self.lock:
+                seen = self.failures.get(last, 0)
+                self.failures[last] = seen + 1
+            if seen < wanted:
+                return 503, {"error": {"message": "overloaded"}}
+        if last.startswith("bad:"):
+            return 400, {"error": {"message": "bad request: max_tokens too large"}}
+        if body.get("logprobs"):
+            top = self.top_logprobs_for(last)
+            choice = {
+                "index": 0,
+                "message": {"role": "assistant", "content": top[0]["token"]},
+                "logprobs": {"content": [{"token": top[0]["token"], "logprob": top[0]["logprob"], "top_logprobs": top}]},
+            }
+            return 200, {"object": "chat.completion", "choices": [choice]}
+        n = 1 if last.startswith("one:") else body.get("n", 1)
+        choices = [
+            {"index": i, "message": {"role": "assistant", "content": f"{last}|seed={body.get('seed')}|{i}"}}
+            for i in range(n)
+        ]
+        return 200, {"object": "chat.completion", "choices": list(reversed(choices))}
 
     def top_logprobs_for(self, text: str) -> list[dict[str, Any]]:
         p_yes = float(text.split("p=")[1]) if "p=" in text else 0.5

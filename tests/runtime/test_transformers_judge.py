@@ -791,7 +791,7 @@ def test_verdicts_on_the_boundary_are_recomputed_alone(model_dir: Path, monkeypa
     judge = TransformersJudge(str(model_dir), batch_size=4)
     sizes: list[int] = []
     prefill = judge._prefill
-    monkeypatch.setattr(judge, "_prefill", lambda seqs, keep_cache: sizes.append(len(seqs)) or prefill(seqs, keep_cache))
+    monkeypatch.setattr(judge, "_prefill", lambda seqs, keep_cache, kind: sizes.append(len(seqs)) or prefill(seqs, keep_cache, kind))
     monkeypatch.setattr(batch_invariance, "UNSURE_MARGIN", 2.0)  # every verdict counts as unsure
     got = judge.score_options(reqs)
     assert sizes.count(1) == len(reqs) and sizes.count(4) == math.ceil(len(reqs) / 4)
