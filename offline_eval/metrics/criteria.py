@@ -26,9 +26,9 @@ Each table is one criterion, its name the table's (lower case letters, digits, u
   legal advice?"): summaries, gates, ``compare`` and the report read it.
 * ``examples``: few-shot examples, each a table of the fields the criterion reads and its ``label``
   (``yes`` / ``no``, or a grade), shown to the judge as earlier exchanges.
-* ``lean_correction`` (yes/no criteria that read the contexts and the answer; default false): take the
-  lean the contexts alone give the judge out of the verdict (the contextual calibration faithfulness
-  uses): the prompt is also asked with the answer left empty.
+* ``lean_correction`` (yes/no criteria that read the contexts and the answer; default true for them):
+  take the lean the contexts alone give the judge out of the verdict (the contextual calibration
+  faithfulness uses): the prompt is also asked with the answer left empty.
 
 A yes/no criterion's value is the judge's P(Yes) (normalised over Yes and No); a graded one's is the
 probability-weighted grade, scaled to [0, 1] from the lowest grade to the highest, with the most likely
@@ -143,7 +143,8 @@ def _criterion(name: Any, entry: Any, source: str) -> Criterion:
     higher = entry.get("higher_is_better", True)
     if not isinstance(higher, bool):
         raise bad("expected true or false", "higher_is_better")
-    lean = entry.get("lean_correction", False)
+    # on by default where it applies: it ranked every shared faithfulness set closer to people's labels
+    lean = entry.get("lean_correction", not grades and {"contexts", "answer"} <= set(reads))
     if not isinstance(lean, bool):
         raise bad("expected true or false", "lean_correction")
     if lean and (grades or not {"contexts", "answer"} <= set(reads)):

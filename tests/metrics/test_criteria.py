@@ -27,6 +27,7 @@ CRITERIA = """
 [grounded]
 question = "Is every statement of the answer supported by the context?"
 reads = ["contexts", "answer"]
+lean_correction = false
 
 [polite]
 question = "How polite is the answer?"
@@ -95,8 +96,8 @@ def test_generate_verdicts_give_a_reason(tmp_path: Path) -> None:
 
 
 def test_the_lean_correction_asks_again_with_the_answer_left_empty(tmp_path: Path) -> None:
-    load_criteria([write(tmp_path, '[g]\nquestion = "Supported?"\nreads = ["contexts", "answer"]\n'
-                                  'lean_correction = true\n')])
+    """On by default for a yes/no criterion that reads the contexts and the answer."""
+    load_criteria([write(tmp_path, '[g]\nquestion = "Supported?"\nreads = ["contexts", "answer"]\n')])
 
     def probs(text: str) -> dict[str, float]:
         return {"Yes": 0.6, "No": 0.4} if "Answer:\n \n" in text else {"Yes": 0.8, "No": 0.2}
