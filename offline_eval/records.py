@@ -20,8 +20,8 @@ from typing import Any, Iterable, Mapping
 
 from offline_eval import reasons
 
-__all__ = ["StoredScore", "ResultRow", "MetricSummary", "RunSummary", "finite", "text_of", "is_higher_better",
-           "metric_names"]
+__all__ = ["StoredScore", "ResultRow", "MetricSummary", "RunSummary", "finite", "text_of", "score_dict",
+           "is_higher_better", "metric_names"]
 
 
 def finite(value: Any) -> float | None:
@@ -55,6 +55,20 @@ def _mapping(value: Any) -> dict[str, Any]:
 
 
 # --- results.jsonl -------------------------------------------------------------------------------
+
+def score_dict(value: float | None, reason: str | None, explanation: str,
+               metadata: Mapping[str, Any]) -> dict[str, Any]:
+    """A score as results.jsonl holds it: its value always, its reason, explanation and metadata when
+    present."""
+    out: dict[str, Any] = {"value": value}
+    if reason:
+        out["reason"] = reason
+    if explanation:
+        out["explanation"] = explanation
+    if metadata:
+        out["metadata"] = metadata
+    return out
+
 @dataclass(frozen=True)
 class StoredScore:
     """One metric's verdict on one sample as results.jsonl holds it: ``{"value", "reason",
@@ -81,14 +95,7 @@ class StoredScore:
                    _mapping(data.get("metadata")))
 
     def to_dict(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"value": self.value}
-        if self.reason:
-            out["reason"] = self.reason
-        if self.explanation:
-            out["explanation"] = self.explanation
-        if self.metadata:
-            out["metadata"] = self.metadata
-        return out
+        return score_dict(self.value, self.reason, self.explanation, self.metadata)
 
     @property
     def scored(self) -> bool:

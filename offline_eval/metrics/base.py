@@ -33,6 +33,7 @@ from offline_eval.data.schema import Sample
 from offline_eval.engine.executor import TaskFailed
 from offline_eval.metrics.evidence import Evidence
 from offline_eval.metrics.settings import EvalSettings
+from offline_eval.records import score_dict
 
 
 @dataclass
@@ -66,14 +67,7 @@ class Score:
         return cls(value=None, reason=reason, explanation=explanation, metadata=metadata)
 
     def to_dict(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"value": self.value}
-        if self.reason:
-            out["reason"] = self.reason
-        if self.explanation:
-            out["explanation"] = self.explanation
-        if self.metadata:
-            out["metadata"] = self.metadata
-        return out
+        return score_dict(self.value, self.reason, self.explanation, self.metadata)
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> "Score":
