@@ -213,15 +213,14 @@ class Statements:
     def whole(self) -> bool:
         return self.source == "whole"
 
-    def judged_as(self, question: str | None, settings: EvalSettings) -> tuple[str | None, str]:
-        """The question these statements are judged against and how (a framing of ``FRAMINGS``): an
-        answer checked whole that is a fragment (at most ``settings.fragment_words`` words) as an answer
-        to the question (in a conversation, the question read with the turns before it); otherwise on its
-        own, in a conversation too: judged as sentences of a reply to the follow-up, with the conversation
-        before them, MT-RAG's statements were ranked further from people's labels by the bench judge."""
-        if self.whole and question and self.texts and len(self.texts[0].split()) <= settings.fragment_words:
-            return question, "answer"
-        return None, "statement"
+    def question_for(self, question: str | None, settings: EvalSettings) -> str | None:
+        """The question to judge this answer against: only for an answer checked whole that is a
+        fragment (at most ``settings.fragment_words`` words), else None (judged on its own, in a
+        conversation too: read as sentences of a reply with the conversation before them, MT-RAG's
+        statements were ranked further from people's labels by the bench judge)."""
+        if not (self.whole and question and self.texts):
+            return None
+        return question if len(self.texts[0].split()) <= settings.fragment_words else None
 
 
 def answer_statements(answer: str, question: str | None, language: str, settings: EvalSettings,

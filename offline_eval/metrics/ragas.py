@@ -65,10 +65,10 @@ class Faithfulness(SampleMetric):
         statements = yield from answer_statements(sample.answer, sample.question, lang, settings, self.claims_mode)
         if not statements.texts:
             return Score.unscored(reasons.NO_CLAIMS, "the answer makes no factual claim")
-        question, framing = statements.judged_as(sample.question, settings)
         with failing_with(claims=statements.texts):
             verdicts = yield from support_against_contexts(
-                sample.contexts, statements.texts, lang, settings, question=question, framing=framing)
+                sample.contexts, statements.texts, lang, settings,
+                question=statements.question_for(sample.question, settings), framing="answer")
         return self.from_verdicts(statements, verdicts, settings)
 
     def from_verdicts(self, statements: Statements, verdicts: list[Verdict], settings: EvalSettings) -> Score:
