@@ -23,6 +23,16 @@ Two kernels were the cause, found on a CPU (torch 2.13, oneDNN):
   order (seen on the 4864-wide input of the MLP's down projection: one decoding step in four). A
   linear layer handed one row computes two copies of it instead.
 
+On a CPU whose oneDNN has no bfloat16 matrix kernels (AVX2 without AVX-512: ``bfloat16_has_kernels``),
+a bfloat16 product is emulated and runs several times slower than a float32 one (measured on an AMD
+EPYC with AVX2 only, the judge's MLP shapes at 3,200 rows: 23.7 s bfloat16 against 3.3 s float32;
+docs/measurements.md, "The CPU judge on a CPU without bfloat16 kernels"). There a bfloat16 model's linear layers compute in
+float32 and round their output to bfloat16, as a bfloat16 kernel does: the inputs are bfloat16 values,
+exact in float32, and the products are summed in float32 either way. A float32 product picks its
+kernel by the number of rows, so the rows are padded to a multiple of :data:`ROW_BLOCK` with zeros:
+every product then has a row count the kernels treat alike, and a row's bits do not depend on how
+many rows came with it (a single row included).
+
 So a prompt gives the same bits at batch size 1 or 64, in one pass or as a shared prefix and a tail,
 and greedy decoding gives the same tokens (``tests/runtime/test_transformers_judge.py`` checks each layout and
 the whole judge). The guarantee needs matrix products whose rows do not interact beyond that: float32
@@ -42,6 +52,13 @@ NAME = "offline_eval_row_exact"
 # verdict cannot fall on the other side of its boundary because of the batch it was computed in
 # (float32 matrix products may differ in the last bits from one batch shape to another).
 UNSURE_MARGIN = 1e-4
+
+# Rows of a float32 product are padded to a multiple of this (see the module docstring): row counts
+# that are multiples of 16 gave every row the same bits from 1 to 4,100 rows, on one thread and two.
+ROW_BLOCK = 16
+
+# Set on a model's modules whose attention computes its products in float32 blocks too.
+FLOAT32_PRODUCTS = "_offline_eval_float32_products"
 
 
 def on_boundary(probs: Any, margin: float | None = None) -> bool:
@@ -111,16 +128,17 @@ def row_exact_attention(module: Any, query: Any, key: Any, value: Any, attention
     if attention_mask is not None and attention_mask.dtype != torch.bool:
         raise TypeError(f"{NAME} expects a boolean attention mask, got {attention_mask.dtype}")
     out = query.new_empty((batch, q_len, heads, dim))
+    float32 = getattr(module, FLOAT32_PRODUCTS, False)
     scaled = query * scale  # like eager attention's scaled scores; exact when the scale is a power of 2
     for b, (at, hidden) in enumerate(_row_layouts(attention_mask, batch, q_len, k_len, query.device)):
         k = key[b:b + 1, :, at] if isinstance(at, slice) else key[b:b + 1].index_select(2, at)
         v = value[b:b + 1, :, at] if isinstance(at, slice) else value[b:b + 1].index_select(2, at)
         q = scaled[b:b + 1].reshape(1, kv_heads, groups * q_len, dim)  # query head h = kv head h // groups
-        scores = torch.matmul(q, k.transpose(-1, -2)).view(1, kv_heads, groups, q_len, -1).float()
+        scores = _product(q, k.transpose(-1, -2), float32).view(1, kv_heads, groups, q_len, -1).float()
         if hidden is not None:
             scores.masked_fill_(hidden, float("-inf"))
         probs = torch.softmax(scores, dim=-1).to(v.dtype)
-        rows = _blocked_product(probs.view(1, kv_heads, groups * q_len, -1), v)
+        rows = _blocked_product(probs.view(1, kv_heads, groups * q_len, -1), v, float32)
         out[b] = rows.view(heads, q_len, dim).transpose(0, 1)
     return out, None
 
@@ -129,7 +147,29 @@ def row_exact_attention(module: Any, query: Any, key: Any, value: Any, attention
 KEY_BLOCK = 512
 
 
-def _blocked_product(probs: Any, values: Any) -> Any:
+def _padded(x: Any, dim: int) -> Any:
+    """``x`` (float32) with zeros appended along ``dim`` (-1 or -2) to a multiple of :data:`ROW_BLOCK`."""
+    import torch
+
+    pad = -x.shape[dim] % ROW_BLOCK
+    if not pad:
+        return x
+    return torch.nn.functional.pad(x, (0, pad) if dim == -1 else (0, 0, 0, pad))
+
+
+def _product(a: Any, b: Any, float32: bool) -> Any:
+    """``a @ b`` in their dtype; with ``float32``, computed in float32 with the rows of ``a`` and the
+    columns of ``b`` padded to a multiple of :data:`ROW_BLOCK` (a float32 product picks its kernel by
+    those counts) and rounded back, as a bfloat16 kernel rounds its float32 sums."""
+    import torch
+
+    if not float32:
+        return torch.matmul(a, b)
+    rows, cols = a.shape[-2], b.shape[-1]
+    return torch.matmul(_padded(a.float(), -2), _padded(b.float(), -1))[..., :rows, :cols].to(a.dtype)
+
+
+def _blocked_product(probs: Any, values: Any, float32: bool = False) -> Any:
     """``probs @ values`` summed over the keys in blocks of :data:`KEY_BLOCK` counted from the
     sequence's first key, each block padded with zeros to its full size, the blocks' products added
     in float32 in order. A matrix product's summation order depends on its inner length: a query
@@ -145,10 +185,10 @@ def _blocked_product(probs: Any, values: Any) -> Any:
         probs = torch.nn.functional.pad(probs, (0, pad))
         values = torch.nn.functional.pad(values, (0, 0, 0, pad))
     if blocks == 1:
-        return torch.matmul(probs, values)
+        return _product(probs, values, float32)
     total = None
     for start in range(0, blocks * KEY_BLOCK, KEY_BLOCK):
-        part = torch.matmul(probs[..., start:start + KEY_BLOCK], values[..., start:start + KEY_BLOCK, :]).float()
+        part = _product(probs[..., start:start + KEY_BLOCK], values[..., start:start + KEY_BLOCK, :], float32).float()
         total = part if total is None else total + part
     return total.to(values.dtype)
 
@@ -167,16 +207,71 @@ def _two_row_forward(linear: Any) -> Any:
     return two_rows
 
 
-def use_batch_invariant_kernels(model: Any) -> bool:
-    """Switch a model to the attention above and make its linear layers take every single row as two
-    (see the module docstring). The attention needs a model running on transformers' SDPA; for any
-    other implementation only the linear layers change and False is returned."""
+
+def bfloat16_has_kernels() -> bool:
+    """Whether this CPU's oneDNN has bfloat16 matrix kernels (AVX-512 and later; AMX and AVX512-BF16
+    compute them in hardware). Without them a bfloat16 product is emulated."""
+    import torch
+
+    try:
+        return bool(torch.ops.mkldnn._is_mkldnn_bf16_supported())
+    except (AttributeError, RuntimeError):  # a build without oneDNN: leave the model as it is
+        return True
+
+
+def float32_matmuls_pay(model: Any) -> bool:
+    """Whether a model's linear layers should compute in float32 blocks (:func:`_float32_block_forward`):
+    a bfloat16 model on a CPU without bfloat16 kernels."""
+    import torch
+
+    weights = [m.weight for m in model.modules() if isinstance(m, torch.nn.Linear)]
+    return (bool(weights) and weights[0].dtype == torch.bfloat16 and weights[0].device.type == "cpu"
+            and not bfloat16_has_kernels())
+
+
+def _float32_block_forward(linear: Any, tied: bool) -> Any:
+    """A bfloat16 linear layer computed in float32, its rows padded to a multiple of :data:`ROW_BLOCK`,
+    the output rounded to bfloat16. Its weight is kept in float32 (twice the memory of that layer),
+    except a weight shared with another module (tied embeddings), converted at each call."""
+    import torch
+
+    weight = linear.weight
+    if not tied:
+        linear.weight = torch.nn.Parameter(weight.detach().float(), requires_grad=False)
+    bias = None if linear.bias is None else linear.bias.detach().float()
+
+    def float32_blocks(x: Any) -> Any:
+        w = linear.weight if not tied else weight.float()
+        rows = x.reshape(-1, x.shape[-1]).float()
+        pad = -rows.shape[0] % ROW_BLOCK
+        if pad:
+            rows = torch.cat([rows, rows.new_zeros(pad, rows.shape[1])])
+        out = torch.matmul(rows.view(-1, ROW_BLOCK, rows.shape[1]), w.t()).view(-1, w.shape[0])
+        if bias is not None:
+            out = out + bias
+        return out[:out.shape[0] - pad].to(x.dtype).view(*x.shape[:-1], w.shape[0])
+
+    return float32_blocks
+
+
+def use_batch_invariant_kernels(model: Any, float32_matmuls: bool | None = None) -> bool:
+    """Switch a model to the attention above and make its linear layers take every single row as two,
+    or, with ``float32_matmuls`` (default: :func:`float32_matmuls_pay`), compute in float32 blocks (see
+    the module docstring). The attention needs a model running on transformers' SDPA; for any other
+    implementation only the linear layers change and False is returned."""
     global _registered
     import torch
 
+    if float32_matmuls is None:
+        float32_matmuls = float32_matmuls_pay(model)
+    shared = {id(p) for m in model.modules() if not isinstance(m, torch.nn.Linear)
+              for p in m.parameters(recurse=False)}
     for module in model.modules():
         if isinstance(module, torch.nn.Linear):
-            module.forward = _two_row_forward(module)
+            module.forward = (_float32_block_forward(module, id(module.weight) in shared) if float32_matmuls
+                              else _two_row_forward(module))
+        elif float32_matmuls:
+            setattr(module, FLOAT32_PRODUCTS, True)  # read by the attention
     if getattr(model.config, "_attn_implementation", None) != "sdpa":
         return False
     if not _registered:

@@ -59,7 +59,7 @@ from typing import Any, NamedTuple
 
 from offline_eval.engine.requests import Generate, ScoreOptions
 from offline_eval.runtime import chat
-from offline_eval.runtime.batch_invariance import on_boundary, use_batch_invariant_kernels
+from offline_eval.runtime.batch_invariance import float32_matmuls_pay, on_boundary, use_batch_invariant_kernels
 from offline_eval.runtime.base import Backend, BackendUnavailable
 from offline_eval.runtime.identity import content_fingerprint
 
@@ -234,9 +234,12 @@ class TransformersJudge(Backend):
         max_model_len: int | None = None,
         max_new_tokens: int | None = None,
         share_prefixes: bool = True,
+        float32_matmuls: bool | None = None,
     ) -> None:
         """``max_new_tokens`` caps every request's ``max_tokens`` (for small, slow CPU judges);
-        ``share_prefixes=False`` computes every prompt in full (see the module docstring)."""
+        ``share_prefixes=False`` computes every prompt in full (see the module docstring);
+        ``float32_matmuls``: a bfloat16 model's linear layers compute in float32 (default: on a CPU
+        without bfloat16 kernels, where that is several times faster; ``batch_invariance``)."""
         import torch
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -279,7 +282,10 @@ class TransformersJudge(Backend):
         )
         self.model.to(self.device)
         self.model.eval()
-        use_batch_invariant_kernels(self.model)
+        if float32_matmuls is None:
+            float32_matmuls = float32_matmuls_pay(self.model)
+        self.float32_matmuls = bool(float32_matmuls) and self.model.dtype == torch.bfloat16
+        use_batch_invariant_kernels(self.model, self.float32_matmuls)
         self._head = self.model.get_output_embeddings()
         self._head_input: Any = None  # set by the hook on every forward pass
         if self._head is not None:
@@ -298,7 +304,9 @@ class TransformersJudge(Backend):
             pad = min(self.eos_ids) if self.eos_ids else 0
         self.pad_id = int(pad)
         dtype_name = str(self.model.dtype).removeprefix("torch.")
-        self.identify({"main": content_fingerprint(source)}, {"dtype": dtype_name})
+        # the float32 products round differently from bfloat16 kernels: their verdicts are cached apart
+        self.identify({"main": content_fingerprint(source)},
+                      {"dtype": dtype_name, **({"matmuls": "float32"} if self.float32_matmuls else {})})
         self._option_cache: dict[tuple[str, ...], dict[str, tuple[int, ...]]] = {}
         self.work = PrefillWork()
 

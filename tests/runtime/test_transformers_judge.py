@@ -678,15 +678,16 @@ def test_row_exact_attention_equals_sdpa(dtype: torch.dtype) -> None:
         torch.testing.assert_close(got, want, **tolerance)
 
 
-def test_row_exact_attention_gives_a_row_the_same_bits_in_any_layout() -> None:
+@pytest.mark.parametrize("float32", [False, True], ids=["bfloat16 products", "float32 products"])
+def test_row_exact_attention_gives_a_row_the_same_bits_in_any_layout(float32: bool) -> None:
     """The batch around a sequence, its left padding, padding inside it and the masked keys after a
     query (a prefix computed apart from its tail) change no bit of its output (bfloat16, where one
-    changed bit grows layer by layer)."""
+    changed bit grows layer by layer), with the products in bfloat16 or in float32 blocks."""
     from types import SimpleNamespace
 
-    from offline_eval.runtime.batch_invariance import row_exact_attention
+    from offline_eval.runtime.batch_invariance import FLOAT32_PRODUCTS, row_exact_attention
 
-    module = SimpleNamespace(num_key_value_groups=3)
+    module = SimpleNamespace(num_key_value_groups=3, **{FLOAT32_PRODUCTS: float32})
     for q_len, k_len in [(1, 37), (7, 40), (16, 300)]:
         query, key, value = _attention_inputs(torch.bfloat16, q_len, k_len)
         alone, _ = row_exact_attention(module, query, key, value, None, scaling=0.25)
@@ -750,6 +751,60 @@ def test_linear_layers_take_a_single_row_as_two() -> None:
         x = torch.nn.functional.silu(x) * x  # what the MLP's down projection receives
         assert torch.equal(linear(x[:1]), linear(x)[:1])
         assert linear(x[0, 0]).shape == (896,)
+
+
+def test_float32_block_linear_gives_a_row_the_same_bits_in_any_batch() -> None:
+    """A bfloat16 linear layer computed in float32 (a CPU without bfloat16 kernels): a row's output is
+    the same alone, in any number of rows and at any place among them, and within a bfloat16 rounding
+    of the bfloat16 kernel's."""
+    from offline_eval.runtime.batch_invariance import _float32_block_forward
+
+    torch.manual_seed(0)
+    for features, out in ((4864, 896), (896, 4864), (64, 24)):
+        native = torch.nn.Linear(features, out, bias=out == 24).to(torch.bfloat16)
+        linear = torch.nn.Linear(features, out, bias=out == 24).to(torch.bfloat16)
+        linear.load_state_dict(native.state_dict())
+        linear.forward = _float32_block_forward(linear, tied=False)
+        assert linear.weight.dtype == torch.float32
+        x = torch.randn(70, features).to(torch.bfloat16)
+        whole = linear(x)
+        assert whole.dtype == torch.bfloat16 and whole.shape == (70, out)
+        for start, rows in ((0, 1), (3, 1), (5, 2), (16, 17), (0, 33), (40, 30)):
+            assert torch.equal(linear(x[start:start + rows]), whole[start:start + rows]), (features, start, rows)
+        assert torch.equal(linear(x[7]), whole[7])  # a vector, as a single decoding step gives it
+        assert torch.allclose(whole.float(), native(x).float(), rtol=1e-2, atol=1e-2)
+
+
+def test_float32_products_are_chosen_where_bfloat16_has_no_kernels(model_dir: Path,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """By default a bfloat16 judge computes in float32 blocks only on a CPU without bfloat16 kernels,
+    and its identity says so (its verdicts round otherwise, and are cached apart)."""
+    from offline_eval.runtime import batch_invariance
+
+    monkeypatch.setattr(batch_invariance, "bfloat16_has_kernels", lambda: False)
+    emulated = TransformersJudge(str(model_dir), dtype="bfloat16")
+    assert emulated.float32_matmuls and '"matmuls": "float32"' in emulated.identity
+    assert not TransformersJudge(str(model_dir), dtype="float32").float32_matmuls
+    monkeypatch.setattr(batch_invariance, "bfloat16_has_kernels", lambda: True)
+    native = TransformersJudge(str(model_dir), dtype="bfloat16")
+    assert not native.float32_matmuls and "matmuls" not in native.identity
+
+
+def test_bfloat16_judge_in_float32_products_gives_the_same_bits_at_any_batch_size(model_dir: Path) -> None:
+    """The judge's verdicts and greedy completions with its products in float32 blocks: equal to the
+    last bit alone and in batches, and close to the bfloat16 kernels' verdicts."""
+    prompts = _verdict_prompts() + PROMPTS
+    options = [ScoreOptions(prompt=p, options=("Yes", "No")) for p in prompts]
+    gens = [Generate(prompt=p, sampling=Sampling(max_tokens=8)) for p in prompts]
+    judge = TransformersJudge(str(model_dir), batch_size=1, dtype="bfloat16", float32_matmuls=True)
+    alone_options, alone_text = judge.score_options(options), judge.generate(gens)
+    for size in (3, 16):
+        judge.batch_size = size
+        assert judge.score_options(options) == alone_options
+        assert judge.generate(gens) == alone_text
+    native = TransformersJudge(str(model_dir), batch_size=16, dtype="bfloat16", float32_matmuls=False)
+    for ours, theirs in zip(alone_options, native.score_options(options)):
+        assert ours["Yes"] == pytest.approx(theirs["Yes"], abs=0.05)
 
 
 def test_left_aligned_moves_padding_to_the_left() -> None:
