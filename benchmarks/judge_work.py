@@ -95,7 +95,7 @@ def write_markdown(path: Path, report: dict[str, Any]) -> None:
         "# Where the CPU judge's time goes",
         "",
         f"- date (UTC): {report['date']}; code: {report['code']}",
-        f"- machine: {m['cpu']}, {m['cpus_visible']} CPUs visible, torch {m['torch']} with "
+        f"- machine: {m['cpu']}{throughput.cpu_products(m)}, {m['cpus_visible']} CPUs visible, torch {m['torch']} with "
         f"{m['torch_threads']} threads; load average at start {', '.join(f'{x:.1f}' for x in m['loadavg_at_start'])}"
         f", at end {', '.join(f'{x:.1f}' for x in m.get('loadavg_at_end', []))}",
         f"- command: `{report['command']}`",

@@ -248,9 +248,23 @@ def machine() -> dict[str, Any]:
                 break
     except OSError:
         pass
+    from offline_eval.runtime.batch_invariance import bfloat16_has_kernels
+
     return {"host": platform.node(), "cpu": cpu, "cpus_visible": os.cpu_count(),
             "torch_threads": torch.get_num_threads(), "python": platform.python_version(),
-            "torch": torch.__version__, "loadavg_at_start": os.getloadavg()}
+            "torch": torch.__version__, "loadavg_at_start": os.getloadavg(),
+            # a bfloat16 judge computes in float32 where the CPU has no bfloat16 kernels
+            "cpu_capability": torch.backends.cpu.get_cpu_capability(),
+            "bfloat16_kernels": bfloat16_has_kernels()}
+
+
+def cpu_products(m: dict[str, Any]) -> str:
+    """What the machine line says of the CPU's matrix products (absent from older results)."""
+    if "cpu_capability" not in m:
+        return ""
+    kernels = ("bfloat16 kernels" if m["bfloat16_kernels"]
+               else "no bfloat16 kernels: a bfloat16 judge computes in float32")
+    return f" ({m['cpu_capability']}, {kernels})"
 
 
 def write_markdown(path: Path, report: dict[str, Any]) -> None:
@@ -260,7 +274,7 @@ def write_markdown(path: Path, report: dict[str, Any]) -> None:
         "# Throughput: stage batching vs per-row",
         "",
         f"- date (UTC): {report['date']}",
-        f"- machine: {m['cpu']}, {m['cpus_visible']} CPUs visible (shared with other jobs), "
+        f"- machine: {m['cpu']}{cpu_products(m)}, {m['cpus_visible']} CPUs visible (shared with other jobs), "
         f"torch {m['torch']} with {m['torch_threads']} threads, Python {m['python']}; "
         f"load average at start {', '.join(f'{x:.1f}' for x in m['loadavg_at_start'])}",
         f"- command: `{report['command']}`",

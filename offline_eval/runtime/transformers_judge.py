@@ -225,21 +225,13 @@ class _Row:
 class TransformersJudge(Backend):
     """Judge backend on a local Hugging Face causal LM (see the module docstring)."""
 
-    def __init__(
-        self,
-        path: str,
-        device: str = "cpu",
-        batch_size: int = 8,
-        dtype: str = "auto",
-        max_model_len: int | None = None,
-        max_new_tokens: int | None = None,
-        share_prefixes: bool = True,
-        float32_matmuls: bool | None = None,
-    ) -> None:
+    def __init__(self, path: str, device: str = "cpu", batch_size: int = 8, dtype: str = "auto",
+                 max_model_len: int | None = None, max_new_tokens: int | None = None, share_prefixes: bool = True,
+                 float32_matmuls: bool | None = None) -> None:
         """``max_new_tokens`` caps every request's ``max_tokens`` (for small, slow CPU judges);
         ``share_prefixes=False`` computes every prompt in full (see the module docstring);
-        ``float32_matmuls``: a bfloat16 model's linear layers compute in float32 (default: on a CPU
-        without bfloat16 kernels, where that is several times faster; ``batch_invariance``)."""
+        ``float32_matmuls``: a bfloat16 model computes its products in float32 (default: on a CPU without
+        bfloat16 kernels, several times faster there; ``batch_invariance``). Its identity says so."""
         import torch
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -282,9 +274,8 @@ class TransformersJudge(Backend):
         )
         self.model.to(self.device)
         self.model.eval()
-        if float32_matmuls is None:
-            float32_matmuls = float32_matmuls_pay(self.model)
-        self.float32_matmuls = bool(float32_matmuls) and self.model.dtype == torch.bfloat16
+        wanted = float32_matmuls_pay(self.model) if float32_matmuls is None else float32_matmuls
+        self.float32_matmuls = bool(wanted) and self.model.dtype == torch.bfloat16
         use_batch_invariant_kernels(self.model, self.float32_matmuls)
         self._head = self.model.get_output_embeddings()
         self._head_input: Any = None  # set by the hook on every forward pass
@@ -304,9 +295,8 @@ class TransformersJudge(Backend):
             pad = min(self.eos_ids) if self.eos_ids else 0
         self.pad_id = int(pad)
         dtype_name = str(self.model.dtype).removeprefix("torch.")
-        # the float32 products round differently from bfloat16 kernels: their verdicts are cached apart
-        self.identify({"main": content_fingerprint(source)},
-                      {"dtype": dtype_name, **({"matmuls": "float32"} if self.float32_matmuls else {})})
+        products = {"matmuls": "float32"} if self.float32_matmuls else {}  # they round otherwise: cached apart
+        self.identify({"main": content_fingerprint(source)}, {"dtype": dtype_name, **products})
         self._option_cache: dict[tuple[str, ...], dict[str, tuple[int, ...]]] = {}
         self.work = PrefillWork()
 
