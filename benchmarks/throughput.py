@@ -274,7 +274,7 @@ def write_markdown(path: Path, report: dict[str, Any]) -> None:
         "# Throughput: stage batching vs per-row",
         "",
         f"- date (UTC): {report['date']}",
-        f"- machine: {m['cpu']}{cpu_products(m)}, {m['cpus_visible']} CPUs visible (shared with other jobs), "
+        f"- machine: {m['cpu']}{cpu_products(m)}, {m['cpus_visible']} CPUs visible, "
         f"torch {m['torch']} with {m['torch_threads']} threads, Python {m['python']}; "
         f"load average at start {', '.join(f'{x:.1f}' for x in m['loadavg_at_start'])}",
         f"- command: `{report['command']}`",

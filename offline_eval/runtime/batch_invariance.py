@@ -24,14 +24,13 @@ Two kernels were the cause, found on a CPU (torch 2.13, oneDNN):
   linear layer handed one row computes two copies of it instead.
 
 On a CPU whose oneDNN has no bfloat16 matrix kernels (AVX2 without AVX-512: ``bfloat16_has_kernels``),
-a bfloat16 product is emulated and runs several times slower than a float32 one (measured on an AMD
-EPYC with AVX2 only, the judge's MLP shapes at 3,200 rows: 23.7 s bfloat16 against 3.3 s float32;
-docs/measurements.md, "The CPU judge on a CPU without bfloat16 kernels"). There a bfloat16 model's linear layers compute in
-float32 and round their output to bfloat16, as a bfloat16 kernel does: the inputs are bfloat16 values,
+a bfloat16 product is emulated and runs several times slower than a float32 one (docs/measurements.md,
+"The CPU judge on a CPU without bfloat16 kernels"). There a bfloat16 model's products compute in
+float32 and are rounded to bfloat16, as a bfloat16 kernel rounds them: the inputs are bfloat16 values,
 exact in float32, and the products are summed in float32 either way. A float32 product picks its
-kernel by the number of rows, so the rows are padded to a multiple of :data:`ROW_BLOCK` with zeros:
-every product then has a row count the kernels treat alike, and a row's bits do not depend on how
-many rows came with it (a single row included).
+kernel by the number of rows, so the rows are padded to a multiple of :data:`ROW_BLOCK` with zeros
+(and the keys of the attention's scores likewise): every product then has a row count the kernels
+treat alike, and a row's bits do not depend on how many rows came with it (a single row included).
 
 So a prompt gives the same bits at batch size 1 or 64, in one pass or as a shared prefix and a tail,
 and greedy decoding gives the same tokens (``tests/runtime/test_transformers_judge.py`` checks each layout and
@@ -53,8 +52,8 @@ NAME = "offline_eval_row_exact"
 # (float32 matrix products may differ in the last bits from one batch shape to another).
 UNSURE_MARGIN = 1e-4
 
-# Rows of a float32 product are padded to a multiple of this (see the module docstring): row counts
-# that are multiples of 16 gave every row the same bits from 1 to 4,100 rows, on one thread and two.
+# Rows of a float32 product are padded to a multiple of this (see the module docstring); the tests
+# hold a row's bits in any batch at this block.
 ROW_BLOCK = 16
 
 # Set on a model's modules whose attention computes its products in float32 blocks too.
