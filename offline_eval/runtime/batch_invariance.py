@@ -230,25 +230,24 @@ def float32_matmuls_pay(model: Any) -> bool:
 
 def _float32_block_forward(linear: Any, tied: bool) -> Any:
     """A bfloat16 linear layer computed in float32, its rows padded to a multiple of :data:`ROW_BLOCK`,
-    the output rounded to bfloat16. Its weight is kept in float32 (twice the memory of that layer),
-    except a weight shared with another module (tied embeddings), converted at each call."""
+    the output rounded to bfloat16. Its weight is kept in float32 (twice the memory of that layer); a
+    weight shared with another module (tied embeddings) stays as it is beside a float32 copy."""
     import torch
 
-    weight = linear.weight
+    weight = linear.weight.detach().float()
     if not tied:
-        linear.weight = torch.nn.Parameter(weight.detach().float(), requires_grad=False)
+        linear.weight = torch.nn.Parameter(weight, requires_grad=False)
     bias = None if linear.bias is None else linear.bias.detach().float()
 
     def float32_blocks(x: Any) -> Any:
-        w = linear.weight if not tied else weight.float()
         rows = x.reshape(-1, x.shape[-1]).float()
         pad = -rows.shape[0] % ROW_BLOCK
         if pad:
             rows = torch.cat([rows, rows.new_zeros(pad, rows.shape[1])])
-        out = torch.matmul(rows.view(-1, ROW_BLOCK, rows.shape[1]), w.t()).view(-1, w.shape[0])
+        out = torch.matmul(rows.view(-1, ROW_BLOCK, rows.shape[1]), weight.t()).view(-1, weight.shape[0])
         if bias is not None:
             out = out + bias
-        return out[:out.shape[0] - pad].to(x.dtype).view(*x.shape[:-1], w.shape[0])
+        return out[:out.shape[0] - pad].to(x.dtype).view(*x.shape[:-1], weight.shape[0])
 
     return float32_blocks
 
