@@ -206,7 +206,6 @@ def _two_row_forward(linear: Any) -> Any:
     return two_rows
 
 
-
 def bfloat16_has_kernels() -> bool:
     """Whether this CPU's oneDNN has bfloat16 matrix kernels (AVX-512 and later; AMX and AVX512-BF16
     compute them in hardware). Without them a bfloat16 product is emulated."""
@@ -240,14 +239,12 @@ def _float32_block_forward(linear: Any, tied: bool) -> Any:
     bias = None if linear.bias is None else linear.bias.detach().float()
 
     def float32_blocks(x: Any) -> Any:
-        rows = x.reshape(-1, x.shape[-1]).float()
-        pad = -rows.shape[0] % ROW_BLOCK
-        if pad:
-            rows = torch.cat([rows, rows.new_zeros(pad, rows.shape[1])])
+        count = x.numel() // x.shape[-1]
+        rows = _padded(x.reshape(count, x.shape[-1]).float(), -2)
         out = torch.matmul(rows.view(-1, ROW_BLOCK, rows.shape[1]), weight.t()).view(-1, weight.shape[0])
         if bias is not None:
             out = out + bias
-        return out[:out.shape[0] - pad].to(x.dtype).view(*x.shape[:-1], weight.shape[0])
+        return out[:count].to(x.dtype).view(*x.shape[:-1], weight.shape[0])
 
     return float32_blocks
 
