@@ -101,8 +101,7 @@ def write_markdown(path: Path, report: dict[str, Any]) -> None:
         f"- command: `{report['command']}`",
         f"- data: first {cfg['n']} rows of `{cfg['dataset']}`; metrics: {', '.join(cfg['metrics'])}",
         f"- judge: `{cfg['judge']}` ({cfg['dtype']}, verifier = judge, option verdicts), batch size "
-        f"{cfg['batch_size']}, max tokens {cfg['max_tokens']}, windows per statement {cfg['windows_per_claim']}, "
-        f"window stop {cfg.get('window_stop', 1.0):g}; "
+        f"{cfg['batch_size']}, max tokens {cfg['max_tokens']}, windows per statement {cfg['windows_per_claim']}; "
         f"cache: in-memory, fresh",
         "",
         f"Run: {run['seconds']:.1f} s wall, {run['cpu_seconds']:.1f} s CPU ({run['seconds'] / cfg['n']:.2f} s a row); "
@@ -123,7 +122,7 @@ def write_markdown(path: Path, report: dict[str, Any]) -> None:
         f"Decoding: {j['decoded_tokens_per_row']:.0f} tokens a row, {j['decode_seconds']:.1f} s in all.",
         "",
         f"Matrix throughput of the judge's shapes ({peak['rows']} rows × {peak['hidden']} → "
-        f"{peak['intermediate']} → {peak['hidden']}, {cfg.get('product_dtype', cfg['dtype'])}, {m['torch_threads']} threads): "
+        f"{peak['intermediate']} → {peak['hidden']}, {cfg['dtype']}, {m['torch_threads']} threads): "
         f"**{peak['flops_per_s'] / 1e9:.1f} GFLOP/s**. Linear-layer FLOPs per prompt token: "
         f"{peak['flops_per_token'] / 1e6:.0f} M. Achieved in prompt processing: "
         f"**{report['achieved_flops_per_s'] / 1e9:.1f} GFLOP/s, {report['achieved_fraction']:.1%} of the matrix "
@@ -158,8 +157,6 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--windows-per-claim", type=int, default=None,
                    help="the setting of that name (default: the code's); each statement's windows")
-    p.add_argument("--window-stop", type=float, default=None,
-                   help="the setting of that name (default: the code's); windows verified in turn up to P(Yes) P")
     p.add_argument("--matmul-rows", type=int, default=512, help="rows of the timed matrix product")
     p.add_argument("--note", action="append", default=[], help="a line for the notes (what else was running)")
     p.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "judge_work")
@@ -170,8 +167,6 @@ def main(argv: list[str] | None = None) -> int:
     machine["torch_threads"] = args.threads  # set by bench_setup
     if args.windows_per_claim is not None:
         settings = dataclasses.replace(settings, windows_per_claim=args.windows_per_claim)
-    if args.window_stop is not None:
-        settings = dataclasses.replace(settings, window_stop=args.window_stop)
     judge = wrappers["judge"]._backend
     throughput.warm_up(wrappers)
     judge.work = type(judge.work)()  # the warm-up is not the run's work
@@ -180,12 +175,7 @@ def main(argv: list[str] | None = None) -> int:
     record.pop("_rows")
     n = len(samples)
     flops_per_token, shapes = linear_flops_per_token(judge.model)
-    # the products in the dtype they run in: float32 where a bfloat16 judge computes them so
-    # (runtime/batch_invariance.py, a CPU without bfloat16 kernels)
-    import torch
-
-    product_dtype = torch.float32 if getattr(judge, "float32_matmuls", False) else judge.model.dtype
-    peak = matmul_throughput(shapes["hidden"], shapes["intermediate"], args.matmul_rows, product_dtype)
+    peak = matmul_throughput(shapes["hidden"], shapes["intermediate"], args.matmul_rows, judge.model.dtype)
     account = judge_account(judge, n)
     computed = sum(k["computed_tokens"] for k in account["kinds"].values())
     seconds = sum(k["prefill_seconds"] for k in account["kinds"].values())
@@ -196,8 +186,7 @@ def main(argv: list[str] | None = None) -> int:
         "machine": machine,
         "config": {"dataset": str(args.dataset), "n": n, "judge": str(args.judge), "metrics": names,
                    "dtype": args.dtype, "batch_size": args.batch_size, "max_tokens": args.max_tokens,
-                   "windows_per_claim": settings.windows_per_claim, "window_stop": settings.window_stop,
-                   "product_dtype": str(product_dtype).removeprefix("torch.")},
+                   "windows_per_claim": settings.windows_per_claim},
         "run": {"seconds": record["seconds"], "cpu_seconds": record["cpu_seconds"],
                 "loadavg_1m": record["loadavg_1m"], "scores": record["scores"]},
         "engine": {"requests": dict(record["engine"]["unique_requests"]),

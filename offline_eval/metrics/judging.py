@@ -464,13 +464,7 @@ def _terms(text: str, language: str) -> set[str]:
 
 def likely_windows(windows: Sequence[str], statement: str, language: str, k: int,
                    question: str | None = None) -> list[int]:
-    """:func:`ranked_windows` in window order."""
-    return sorted(ranked_windows(windows, statement, language, k, question))
-
-
-def ranked_windows(windows: Sequence[str], statement: str, language: str, k: int,
-                   question: str | None = None) -> list[int]:
-    """Indices of the windows a statement is judged against, most shared words first: those sharing a content
+    """Indices of the windows a statement is judged against, in window order: those sharing a content
     word with the statement (or with its question, when it is read as the answer to one), and of them
     the ``k`` sharing most (all when ``k`` is 0; ties go to the earlier window). When none shares a
     word, every window is a candidate, as it is without the gate.
@@ -483,8 +477,9 @@ def ranked_windows(windows: Sequence[str], statement: str, language: str, k: int
     terms = _terms(statement, language) | (_terms(question, language) if question else set())
     overlap = [len(terms & _terms(w, language)) for w in windows]
     keep = [i for i in range(len(windows)) if overlap[i] > 0] or list(range(len(windows)))
-    ranked = sorted(keep, key=lambda i: -overlap[i])
-    return ranked[:k] if k > 0 else ranked
+    if 0 < k < len(keep):
+        keep = sorted(keep, key=lambda i: -overlap[i])[:k]
+    return sorted(keep)
 
 
 # A chunk longer than this (words; Chinese: characters) is no retrieved passage but a document: the
@@ -531,8 +526,7 @@ def support_against_contexts(contexts: Sequence[str], claims: Sequence[str], lan
     (:func:`_classifier_windows`). The judge with option verdicts reads the contexts in windows of
     ``settings.context_window`` words (a small judge reads one short passage far better than five
     long ones; the window is the shared prompt prefix of every claim checked against it), checks each
-    claim against the ``settings.windows_per_claim`` windows that share most words with it (with
-    ``settings.window_stop`` below 1, in turn until one clearly supports it: :func:`_windows_verified`), and takes
+    claim against the ``settings.windows_per_claim`` windows that share most words with it, and takes
     the window where the judge's own P(Yes) is highest, corrected by that window's baseline (see
     :func:`corrected`; choosing by the corrected value instead favours windows the judge leans against,
     which measured worse), of the windows not refused as credulous (:data:`ABSURD_STATEMENT`); when
@@ -545,7 +539,7 @@ def support_against_contexts(contexts: Sequence[str], claims: Sequence[str], lan
         windows, candidates = _classifier_windows(contexts, claims, language, settings.windows_per_claim, question)
     elif settings.verdicts == "options" and settings.context_window > 0:
         windows = context_windows(contexts, settings.context_window, language)
-        candidates = [ranked_windows([t for _, t in windows], c, language, settings.windows_per_claim, question)
+        candidates = [likely_windows([t for _, t in windows], c, language, settings.windows_per_claim, question)
                       for c in claims]
     else:
         matrix = yield from support_matrix([number_chunks(contexts)], claims, language, settings, numbered=True,
@@ -559,10 +553,11 @@ def support_against_contexts(contexts: Sequence[str], claims: Sequence[str], lan
     unrelated, *columns = yield from parallel(
         support_matrix([UNRELATED_PASSAGE[language]] if limit < 1.0 else [], claims, language, settings,
                        question=None if question is None else str(question), framing=framing, passages=False),
-        *[_windows_verified(windows, ranked, claim, language, settings, question, framing)
-          for claim, ranked in zip(claims, candidates)])
+        *[support_matrix([windows[w][1] for w in chosen], [claim], language, settings, question=question,
+                         framing=framing) for claim, chosen in zip(claims, candidates)])
     out = []
-    for n, (chosen, verdicts) in enumerate(columns):
+    for n, (chosen, column) in enumerate(zip(candidates, columns)):
+        verdicts = [cell[0] for cell in column]
         best = max(range(len(chosen)), key=lambda i: (not verdicts[i].refused, verdicts[i].judge
                                                       if verdicts[i].judge is not None else verdicts[i].probability))
         v = verdicts[best]
@@ -575,29 +570,6 @@ def support_against_contexts(contexts: Sequence[str], claims: Sequence[str], lan
                            judge=v.judge, baseline=v.baseline, credulity=v.credulity, self_support=self_support,
                            refused=v.refused))
     return out
-
-
-def _windows_verified(windows: Sequence[tuple[int, str]], ranked: Sequence[int], claim: str, language: str,
-                      settings: EvalSettings, question: str | None,
-                      framing: str) -> Generator[Any, Any, tuple[list[int], list[Verdict]]]:
-    """A statement's verdicts against its candidate windows (``ranked``: most shared words first), as
-    ``(the windows asked, in window order; their verdicts)``. All at once, or, with
-    ``settings.window_stop`` below 1 and the judge verifying, one window a stage until a window not
-    refused gets a P(Yes) of at least ``window_stop``: the windows after it are not asked."""
-    if settings.window_stop >= 1.0 or settings.claims_checked_by_classifier:
-        chosen = sorted(ranked)
-        column = yield from support_matrix([windows[w][1] for w in chosen], [claim], language, settings,
-                                           question=question, framing=framing)
-        return chosen, [cell[0] for cell in column]
-    asked: dict[int, Verdict] = {}
-    for w in ranked:
-        column = yield from support_matrix([windows[w][1]], [claim], language, settings, question=question,
-                                           framing=framing)
-        verdict = asked[w] = column[0][0]
-        if not verdict.refused and verdict.judge is not None and verdict.judge >= settings.window_stop:
-            break
-    chosen = sorted(asked)
-    return chosen, [asked[w] for w in chosen]
 
 
 def refusals(verdicts: Sequence[Verdict]) -> str:

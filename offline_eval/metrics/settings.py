@@ -74,12 +74,6 @@ class EvalSettings:
         4, changes_values=True, minimum=0, metavar="N",
         help="judge option verdicts: each statement is judged against the N windows that share most words "
              "with it; 0 judges it against every window")
-    # most statements a RAG answer makes are supported by the passage sharing most words with them
-    window_stop: float = setting(
-        1.0, changes_values=True, recorded_unless_default=True, parse=unit_fraction, metavar="P",
-        help="judge option verdicts: verify a statement against its windows one at a time, most shared words "
-             "first, and stop at the first that is not refused and gives P(Yes) >= P; 1 verifies every one "
-             "(the default)")
     # a full sentence is judged on its own: read as replies to the user's message, sentences of dialogue
     # were judged further from people's labels
     fragment_words: int = setting(

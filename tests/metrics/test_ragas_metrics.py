@@ -383,52 +383,6 @@ def test_judge_verdicts_read_long_contexts_in_windows_and_keep_the_best():
     assert len(premises) == 2 and "[2] The museum" in premises[-1]
 
 
-def test_window_stop_verifies_windows_in_turn_and_stops_at_one_that_clearly_supports():
-    """--window-stop P: a statement is verified against its windows one at a time, most shared words
-    first, until one not refused gets P(Yes) >= P; the windows after it are not asked, and a statement no
-    window clearly supports is asked of every one, scoring what it scores without the setting."""
-    contexts = ["The Eiffel Tower in Paris opened to the public in 1889.",  # most words shared: asked first
-                "The Eiffel Tower is in Paris.", "The tower is tall."]
-    support = {("opened", 0): 0.95, ("opened", 1): 0.4, ("opened", 2): 0.3,  # the top window supports it
-               ("painted", 0): 0.6, ("painted", 1): 0.92, ("painted", 2): 0.2,  # the second does
-               ("iron", 0): 0.3, ("iron", 1): 0.35, ("iron", 2): 0.6}  # none clearly does
-    asked: list[tuple[str, int]] = []
-
-    def probs(text: str) -> dict[str, float]:
-        passage = text.split("Context:\n", 1)[1].split("\n\n", 1)[0]
-        statement = text.split("Statement: ", 1)[1].split("\n", 1)[0]
-        if not statement.strip():
-            p = 0.5
-        elif statement == ABSURD_STATEMENT["en"] or passage == UNRELATED_PASSAGE["en"]:
-            p = 0.1
-        else:
-            key = (next(w for w in ("opened", "painted", "iron") if w in statement), contexts.index(passage))
-            asked.append(key)
-            p = support[key]
-        return {"Yes": p, "No": 1 - p}
-    judge = ScriptedJudge(script={"options": [{"match": "Statement:", "probs": probs}]})
-    answers = {"opened": "The Eiffel Tower in Paris opened to the public in 1889.",
-               "painted": "The Eiffel Tower in Paris is painted brown.", "iron": "The tower is made of iron."}
-    for word, answer in answers.items():
-        sample = Sample(id=word, question="", answer=answer, contexts=contexts)
-        every = _score(Faithfulness(), sample, models(judge), EvalSettings())
-        asked.clear()
-        turns = _score(Faithfulness(), sample, models(judge), EvalSettings(window_stop=0.9))
-        assert turns.value == pytest.approx(every.value)  # the best window is the one the turns stop at
-        assert turns.metadata["claims"][0]["chunk"] == every.metadata["claims"][0]["chunk"]
-        if word == "opened":
-            assert asked == [("opened", 0)]
-        elif word == "painted":
-            assert asked == [("painted", 0), ("painted", 1)]  # in rank order, not the third
-        else:
-            assert sorted(asked) == [("iron", 0), ("iron", 1), ("iron", 2)]
-    # a lower bar stops earlier: 0.6 against the top window is enough, though the second rates higher
-    asked.clear()
-    early = _score(Faithfulness(), Sample(id="p", question="", answer=answers["painted"], contexts=contexts),
-                   models(judge), EvalSettings(window_stop=0.55))
-    assert asked == [("painted", 0)] and early.metadata["claims"][0]["judge_probability"] == pytest.approx(0.6)
-
-
 def test_option_verdicts_take_out_the_lean_each_passage_gives_the_judge():
     """Contextual calibration (judging.corrected): each passage is also judged with an empty statement,
     and half of that lean, in log-odds, is taken out of every verdict against it; across windows the
