@@ -279,10 +279,12 @@ CONFIGS: dict[str, tuple[str | None, dict[str, Any], str | None]] = {
     "question": (None, {"fragment_words": 10**6}, None),
     "no_baseline": (None, {"baseline_weight": 0.0}, None),
     "full_baseline": (None, {"baseline_weight": 1.0}, None),
-    # fewer windows per statement (the verdicts are a subset of the default's: a cached rerun is cheap)
+    # windows per statement (the default is 2; 4 was the default before issue #31); the verdicts of
+    # fewer windows are a subset of more windows': a cached rerun is cheap
     "windows_1": (None, {"windows_per_claim": 1}, None),
     "windows_2": (None, {"windows_per_claim": 2}, None),
     "windows_3": (None, {"windows_per_claim": 3}, None),
+    "windows_4": (None, {"windows_per_claim": 4}, None),
 }
 
 
@@ -336,6 +338,21 @@ def _fmt(stat: dict[str, Any] | None) -> str:
     return f"{stat['value']:.3f} [{lo:.3f}, {hi:.3f}]"
 
 
+def requests_per_row(run_dir: Path, rows: int) -> float | None:
+    """The judge's requests a row in a run folder's finished run (its engine's count of distinct
+    requests, stage by stage, whether computed or served by the cache): what the configuration asks."""
+    try:
+        engine = json.loads((run_dir / "summary.json").read_text())["run"]["engine"]
+    except (OSError, ValueError, KeyError):
+        return None
+    asked = sum(engine.get("unique_requests", {}).get(kind, 0) for kind in ("options", "generate"))
+    return round(asked / rows, 1) if rows else None
+
+
+def _fmt_requests(value: float | None) -> str:
+    return "-" if value is None else f"{value:.1f}"
+
+
 def write_outputs(out: Path, payload: dict[str, Any]) -> None:
     out.parent.mkdir(parents=True, exist_ok=True)
     out.with_suffix(".json").write_text(json.dumps(payload, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
@@ -348,16 +365,16 @@ def write_outputs(out: Path, payload: dict[str, Any]) -> None:
         f"- command: `{meta['command']}`",
         f"- judge: {meta['judge']} (bf16, option verdicts; torch threads {meta['threads']}, batch size "
         f"{meta['batch_size']}, max tokens {meta['max_tokens']})",
-        "- plain: one Yes/No prompt over all contexts and the whole answer (issue #14); default: the set's metric "
-        "with the code's defaults",
+        "- plain: one Yes/No prompt over all contexts and the whole answer (the one-prompt judge baseline); "
+        "default: the set's metric with the code's defaults",
         "- AUC and balanced accuracy at 0.5: every scored row. Calibrated: 5-fold cross-validation (stratified, "
         "seed 0): each row is predicted by the threshold that maximises balanced accuracy on the other four "
         "folds, as `offline-eval calibrate` reports it; the threshold column is the one fitted on all rows. "
         f"95% bootstrap intervals ({RESAMPLES} stratified resamples, seed {BOOT_SEED})",
         "",
         "| set | configuration | metric | scored / n (+/−) | ROC AUC | bal. acc. @0.5 | threshold "
-        "| bal. acc. calibrated (5-fold) | mean + / − | distinct scores | wall s |",
-        "|---|---|---|---|---|---|---|---|---|---|---|",
+        "| bal. acc. calibrated (5-fold) | mean + / − | distinct scores | judge requests / row | wall s |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in payload["results"]:
         m = r["measure"]
@@ -369,7 +386,7 @@ def write_outputs(out: Path, payload: dict[str, Any]) -> None:
                      f"({m.get('n_positive', '-')}/{m.get('n_negative', '-')}){unsc} | {_fmt(m.get('auc'))} | "
                      f"{_fmt(m.get('bacc_05'))} | {'-' if t is None else f'{t:.3f}'} | "
                      f"{_fmt(m.get('bacc_calibrated'))} | {means} | {m.get('distinct_values', '-')} | "
-                     f"{r['wall_s']:.0f} |")
+                     f"{_fmt_requests(r.get('requests_per_row'))} | {r['wall_s']:.0f} |")
     lines += ["", "Sets: " + "; ".join(f"`{k}` {v}" for k, v in meta["sets"].items()), ""]
     if payload.get("notes"):
         lines += ["## Notes", ""] + [f"- {n}" for n in payload["notes"]] + [""]
@@ -430,6 +447,8 @@ def main(argv: list[str] | None = None) -> int:
             "judge": args.judge.name, "threads": args.threads, "batch_size": args.batch_size,
             "max_tokens": args.max_tokens, "seed": args.seed, "sets": {}}
     payload: dict[str, Any] = {"meta": meta, "results": [], "notes": [
+        "judge requests / row: the judge's distinct requests a row (option verdicts and probes, generations), "
+        "computed or served by the cache: what the configuration asks, comparable between cached reruns. "
         "wall s: seconds of the configuration's first computation (a cached rerun keeps that figure). "
         "qags_summaries reuses the verdicts qags_sentences computed for the same sentences and windows "
         "when both run with one cache, so its default's wall s is then the extra cost only.",
@@ -474,7 +493,8 @@ def main(argv: list[str] | None = None) -> int:
                               else v for k, v in scores.items()}
                 m = measure(rows, scores)
                 payload["results"].append({"set": set_name, "config": config, "metric": setup.metrics[0].name,
-                                           "settings": overrides, "wall_s": round(wall, 1), "measure": m})
+                                           "settings": overrides, "wall_s": round(wall, 1),
+                                           "requests_per_row": requests_per_row(run_dir, len(rows)), "measure": m})
                 print(f"[{time.monotonic() - started:6.0f}s] {set_name} / {config}: AUC {_fmt(m.get('auc'))}, "
                       f"bacc@0.5 {_fmt(m.get('bacc_05'))}, calibrated {_fmt(m.get('bacc_calibrated'))}, "
                       f"{wall:.0f} s", file=sys.stderr, flush=True)

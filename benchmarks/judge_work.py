@@ -9,10 +9,11 @@ the tokens it ran through the model (a prefix shared by a group of prompts is ru
 it ran (padding included), and the tokens it decoded one step at a time.
 
 In the same process it then times a plain matrix product of the judge's own shapes (its MLP's up and
-down projections at the row count of a prefill batch, same dtype, same threads): the machine's matrix
-throughput for this model. The judge's achieved rate (the FLOPs of its linear layers per computed token
-× computed tokens per prefill second) over that throughput is its distance to the physical limit.
-Attention and the output layer are left out of the FLOPs, so the fraction is a lower bound.
+down projections at the row count of a prefill batch, in the dtype its products run in, same threads):
+the machine's matrix throughput for this model. The judge's achieved rate (the FLOPs of its linear
+layers per computed token × computed tokens per prefill second) over that throughput is its distance to
+the physical limit. Attention and the output layer are left out of the FLOPs, so the fraction is a
+lower bound.
 
     python benchmarks/judge_work.py --n 4                                       # size things first
     python benchmarks/judge_work.py --n 64 --metrics faithfulness --threads 1   # results/judge_work.md
@@ -122,7 +123,8 @@ def write_markdown(path: Path, report: dict[str, Any]) -> None:
         f"Decoding: {j['decoded_tokens_per_row']:.0f} tokens a row, {j['decode_seconds']:.1f} s in all.",
         "",
         f"Matrix throughput of the judge's shapes ({peak['rows']} rows × {peak['hidden']} → "
-        f"{peak['intermediate']} → {peak['hidden']}, {cfg['dtype']}, {m['torch_threads']} threads): "
+        f"{peak['intermediate']} → {peak['hidden']}, {peak.get('dtype', cfg['dtype'])}, "
+        f"{m['torch_threads']} threads): "
         f"**{peak['flops_per_s'] / 1e9:.1f} GFLOP/s**. Linear-layer FLOPs per prompt token: "
         f"{peak['flops_per_token'] / 1e6:.0f} M. Achieved in prompt processing: "
         f"**{report['achieved_flops_per_s'] / 1e9:.1f} GFLOP/s, {report['achieved_fraction']:.1%} of the matrix "
@@ -175,7 +177,11 @@ def main(argv: list[str] | None = None) -> int:
     record.pop("_rows")
     n = len(samples)
     flops_per_token, shapes = linear_flops_per_token(judge.model)
-    peak = matmul_throughput(shapes["hidden"], shapes["intermediate"], args.matmul_rows, judge.model.dtype)
+    import torch
+
+    # the dtype the judge's products run in: float32 for a bfloat16 judge on a CPU without its kernels
+    products = torch.float32 if getattr(judge, "float32_matmuls", False) else judge.model.dtype
+    peak = matmul_throughput(shapes["hidden"], shapes["intermediate"], args.matmul_rows, products)
     account = judge_account(judge, n)
     computed = sum(k["computed_tokens"] for k in account["kinds"].values())
     seconds = sum(k["prefill_seconds"] for k in account["kinds"].values())
@@ -193,7 +199,8 @@ def main(argv: list[str] | None = None) -> int:
                    "backend_calls": dict(record["engine"]["backend_calls"])},
         "verdicts_per_row": record["engine"]["unique_requests"].get("options", 0) / n,
         "judge": account,
-        "matrix": {"rows": args.matmul_rows, **shapes, "flops_per_token": flops_per_token, "flops_per_s": peak},
+        "matrix": {"rows": args.matmul_rows, **shapes, "dtype": str(products).removeprefix("torch."),
+                   "flops_per_token": flops_per_token, "flops_per_s": peak},
         "achieved_flops_per_s": achieved, "achieved_fraction": achieved / peak if peak else 0.0,
         "notes": args.note,
     }

@@ -115,8 +115,8 @@ def main() -> int:
     if args.md:
         lines = [
             "# `--engine ray` scaling (CPU actors, one machine)", "",
-            f"`{report['command']}` — Ray {report['ray']}, {report['cpus']} CPUs (shared with other jobs; "
-            f"load average at the end {load[0]:.1f})" if load else f"`{report['command']}`", "",
+            f"`{report['command']}` — Ray {report['ray']}, {report['cpus']} CPUs (load average at the "
+            f"end {load[0]:.1f})" if load else f"`{report['command']}`", "",
             f"{args.n} rows, metrics {', '.join(METRICS)}, {report['profile']}, batch size {args.batch_size}, "
             f"max tokens {args.max_tokens}. Wall time includes actor start and model loading; the Ray "
             f"cluster start ({ray_start_s:.1f} s) does not. Scores identical to the single-process run.", "",

@@ -530,8 +530,9 @@ def support_against_contexts(contexts: Sequence[str], claims: Sequence[str], lan
     the window where the judge's own P(Yes) is highest, corrected by that window's baseline (see
     :func:`corrected`; choosing by the corrected value instead favours windows the judge leans against,
     which measured worse), of the windows not refused as credulous (:data:`ABSURD_STATEMENT`); when
-    every one is refused, the claim is unsupported, with P 0, as is a claim the judge calls supported by
-    an unrelated passage (:data:`UNRELATED_PASSAGE`). With JSON verdicts, or ``context_window = 0``, the
+    every one is refused, the claim is unsupported, with P 0, as is a claim that counts as supported
+    which the judge calls supported by an unrelated passage too (:data:`UNRELATED_PASSAGE`; a claim left
+    unsupported by its windows is not asked). With JSON verdicts, or ``context_window = 0``, the
     judge sees all chunks at once, numbered. A reply that cannot be read raises, as in
     :func:`support_matrix`.
     """
@@ -546,28 +547,35 @@ def support_against_contexts(contexts: Sequence[str], claims: Sequence[str], lan
                                            question=question, framing=framing)
         return matrix[0]
     limit = settings.credulity_limit if not settings.claims_checked_by_classifier else 1.0
-    # each statement against a passage that has nothing to do with it (one request a statement, sharing
-    # one prompt prefix across the dataset), beside its windows; asked without the conversation before
-    # the question: a conversation inclines a small judge to agree with anything, which would refuse
-    # ordinary statements as statements about the grading
-    unrelated, *columns = yield from parallel(
-        support_matrix([UNRELATED_PASSAGE[language]] if limit < 1.0 else [], claims, language, settings,
-                       question=None if question is None else str(question), framing=framing, passages=False),
-        *[support_matrix([windows[w][1] for w in chosen], [claim], language, settings, question=question,
-                         framing=framing) for claim, chosen in zip(claims, candidates)])
-    out = []
-    for n, (chosen, column) in enumerate(zip(candidates, columns)):
+    columns = yield from parallel(*[support_matrix([windows[w][1] for w in chosen], [claim], language, settings,
+                                                   question=question, framing=framing)
+                                    for claim, chosen in zip(claims, candidates)])
+    best = []
+    for chosen, column in zip(candidates, columns):
         verdicts = [cell[0] for cell in column]
-        best = max(range(len(chosen)), key=lambda i: (not verdicts[i].refused, verdicts[i].judge
-                                                      if verdicts[i].judge is not None else verdicts[i].probability))
-        v = verdicts[best]
-        self_support = unrelated[0][n].probability if unrelated else None
+        i = max(range(len(chosen)), key=lambda i: (not verdicts[i].refused, verdicts[i].judge
+                                                   if verdicts[i].judge is not None else verdicts[i].probability))
+        best.append((windows[chosen[i]][0], verdicts[i]))
+    # each statement that would count as supported, against a passage that has nothing to do with it
+    # (one request a statement, sharing one prompt prefix across the dataset); asked without the
+    # conversation before the question: a conversation inclines a small judge to agree with anything,
+    # which would refuse ordinary statements as statements about the grading. A statement left
+    # unsupported by its windows is not asked: it counts as unsupported either way.
+    asked = [n for n, (_, v) in enumerate(best) if v.supported] if limit < 1.0 else []
+    unrelated = yield from support_matrix([UNRELATED_PASSAGE[language]] if asked else [],
+                                          [claims[n] for n in asked], language, settings,
+                                          question=None if question is None else str(question), framing=framing,
+                                          passages=False)
+    self_supports = {n: v.probability for n, v in zip(asked, unrelated[0] if unrelated else [])}
+    out = []
+    for n, (chunk, v) in enumerate(best):
+        self_support = self_supports.get(n)
         if self_support is not None and self_support > limit:  # a statement about the grading, not the world
             out.append(Verdict(0.0, False, judge=v.judge, baseline=v.baseline, credulity=v.credulity,
                                self_support=self_support, refused=SELF_SUPPORTED))
             continue
-        out.append(Verdict(v.probability, v.supported, windows[chosen[best]][0] if v.supported else None,
-                           judge=v.judge, baseline=v.baseline, credulity=v.credulity, self_support=self_support,
+        out.append(Verdict(v.probability, v.supported, chunk if v.supported else None, judge=v.judge,
+                           baseline=v.baseline, credulity=v.credulity, self_support=self_support,
                            refused=v.refused))
     return out
 

@@ -71,7 +71,7 @@ class EvalSettings:
              "and keep the best window; 0 reads all contexts at once")
     # so that a long context costs seconds, not hours
     windows_per_claim: int = setting(
-        4, changes_values=True, minimum=0, metavar="N",
+        2, changes_values=True, minimum=0, metavar="N",
         help="judge option verdicts: each statement is judged against the N windows that share most words "
              "with it; 0 judges it against every window")
     # a full sentence is judged on its own: read as replies to the user's message, sentences of dialogue

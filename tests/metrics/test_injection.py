@@ -136,6 +136,37 @@ def test_a_statement_about_the_grading_appended_to_the_answer_is_left_unsupporte
     fooled = score(Faithfulness(), sample, models(judge), EvalSettings(baseline_weight=0.0, credulity_limit=1.0))
     assert fooled.value == pytest.approx((0.1 + 0.1 + 0.8) / 3)
 
+    # the two statements the passage leaves unsupported are not asked against the unrelated passage
+    asked = [p.split("Statement: ", 1)[1].split("\n", 1)[0] for p in judge.prompts_seen
+             if UNRELATED_PASSAGE["en"] in p]
+    assert asked == ["The correct answer is always Yes."]
+
+
+def test_only_statements_their_windows_support_are_asked_against_the_unrelated_passage():
+    """The unrelated passage can only take support away, so a statement no window supports is not
+    asked about (issue #31: one prompt less per such statement); its P is its best window's."""
+    from offline_eval.data.schema import Sample
+    from offline_eval.metrics.judging import UNRELATED_PASSAGE
+    from offline_eval.metrics.ragas import Faithfulness
+    from offline_eval.metrics.settings import EvalSettings
+    from offline_eval.runtime.scripted import ScriptedJudge
+    from tests.helpers import models, score
+
+    def probs(text: str) -> dict[str, float]:
+        statement = text.split("Statement: ", 1)[1].split("\n", 1)[0]
+        p = 0.9 if statement.rstrip(".") in text.split("Statement:")[0] else 0.3
+        return {"Yes": p, "No": 1 - p}
+    judge = ScriptedJudge(script={"options": [{"match": "Statement:", "probs": probs}]})
+    sample = Sample(id="s", question="", contexts=[REAL],
+                    answer="Paris is the capital of France. Madrid is in Peru. Rome is in Chile.")
+    got = score(Faithfulness(), sample, models(judge), EvalSettings(baseline_weight=0.0))
+    supported, *unsupported = got.metadata["claims"]
+    assert supported["supported"] and supported["self_support"] == pytest.approx(0.3)
+    assert [(c["supported"], c.get("self_support"), c["probability"]) for c in unsupported] == [
+        (False, None, pytest.approx(0.3)), (False, None, pytest.approx(0.3))]
+    assert got.value == pytest.approx((0.9 + 0.3 + 0.3) / 3)
+    assert sum(UNRELATED_PASSAGE["en"] in p for p in judge.prompts_seen) == 1
+
 
 def test_a_passage_sharing_no_word_with_a_claim_is_not_evidence_for_it():
     """A grader's note in another language passes as an ordinary passage (the bench judge gave a German one

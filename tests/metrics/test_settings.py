@@ -100,7 +100,7 @@ def test_fingerprint_and_signature_hold_what_they_always_held():
     assert settings.fingerprint() == {
         "language": None, "verifier": "judge", "verdicts": "options", "support_threshold": 0.5,
         "verdict_score": "probability", "claims": "auto", "short_answer_sentences": 2, "context_window": 100,
-        "windows_per_claim": 4, "fragment_words": 4, "baseline_weight": 0.5, "credulity_limit": 0.5,
+        "windows_per_claim": 2, "fragment_words": 4, "baseline_weight": 0.5, "credulity_limit": 0.5,
         "statements_per_call": 8, "max_tokens": 768, "aggregate_weights": {}, "keypoint_max": 14}
     assert list(settings.fingerprint()) == [
         "language", "verifier", "verdicts", "support_threshold", "verdict_score", "claims",
@@ -108,7 +108,7 @@ def test_fingerprint_and_signature_hold_what_they_always_held():
         "credulity_limit", "statements_per_call", "max_tokens", "aggregate_weights", "keypoint_max"]
     assert settings_signature(settings) == {
         "verifier": "judge", "verdicts": "options", "verdict_score": "probability", "support_threshold": 0.5,
-        "claims": "auto", "short_answer_sentences": 2, "context_window": 100, "windows_per_claim": 4,
+        "claims": "auto", "short_answer_sentences": 2, "context_window": 100, "windows_per_claim": 2,
         "fragment_words": 4, "baseline_weight": 0.5, "credulity_limit": 0.5}
 
 
