@@ -133,9 +133,25 @@ footer { color:var(--muted); font-size:12px; text-align:center; padding:0 0 24px
 @media print { .controls { display:none; } tr.detail[hidden] { display:none; } }
 """
 
+# The expandable tables' shared step (the samples' and the conversations', whose script follows the
+# samples' on a page): open the <tbody> the URL's #id names when it belongs to `table`, mark it and
+# scroll to it.
+HASH_OPEN_JS = r"""
+function openBodyFromHash(table, bodies, setOpen) {
+  var h = decodeURIComponent((location.hash || '').slice(1));
+  var tb = h ? document.getElementById(h) : null;
+  if (!tb || tb.parentNode !== table || tb.tagName !== 'TBODY') { return; }
+  tb.hidden = false;
+  setOpen(tb, true);
+  bodies.forEach(function (b) { b.classList.remove('hit'); });
+  tb.classList.add('hit');
+  tb.scrollIntoView({block: 'start'});
+}
+"""
+
 # The per-sample table: sorting, filtering, expanding rows, and URL-driven state
 # (?q=text&lang=xx&status=unscored&sort=key&dir=asc|desc) so a view can be linked or tested.
-TABLE_JS = r"""
+TABLE_JS = HASH_OPEN_JS + r"""
 (function () {
   'use strict';
   var table = document.getElementById('samples');
@@ -224,17 +240,7 @@ TABLE_JS = r"""
   if (expand) { expand.addEventListener('click', function () { bodies.forEach(function (tb) { if (!tb.hidden) { setOpen(tb, true); } }); }); }
   if (collapse) { collapse.addEventListener('click', function () { bodies.forEach(function (tb) { setOpen(tb, false); }); }); }
 
-  function openFromHash() {
-    var h = decodeURIComponent((location.hash || '').slice(1));
-    if (!h) { return; }
-    var tb = document.getElementById(h);
-    if (!tb || tb.tagName !== 'TBODY' || tb.parentNode !== table) { return; }  // a sample's, not a conversation's
-    if (tb.hidden) { tb.hidden = false; }
-    setOpen(tb, true);
-    bodies.forEach(function (b) { b.classList.remove('hit'); });
-    tb.classList.add('hit');
-    tb.scrollIntoView({block: 'start'});
-  }
+  function openFromHash() { openBodyFromHash(table, bodies, setOpen); }  // a sample's, not a conversation's
   window.addEventListener('hashchange', openFromHash);
 
   var params = new URLSearchParams(location.search);
@@ -339,16 +345,7 @@ CONVERSATIONS_JS = r"""
   if (order) { order.addEventListener('change', function () { applyOrder(); applyFilter(); }); }
   if (more) { more.addEventListener('click', function () { limit = Infinity; applyFilter(); }); }
 
-  function openFromHash() {
-    var h = decodeURIComponent((location.hash || '').slice(1));
-    var tb = h ? document.getElementById(h) : null;
-    if (!tb || tb.parentNode !== table || tb.tagName !== 'TBODY') { return; }
-    tb.hidden = false;
-    setOpen(tb, true);
-    bodies.forEach(function (b) { b.classList.remove('hit'); });
-    tb.classList.add('hit');
-    tb.scrollIntoView({block: 'start'});
-  }
+  function openFromHash() { openBodyFromHash(table, bodies, setOpen); }
   window.addEventListener('hashchange', openFromHash);
 
   var params = new URLSearchParams(location.search);

@@ -357,12 +357,15 @@ def _check_page(browser: Any, url: str, rows: list[dict], metrics: list[str]) ->
     turns.nth(2).locator("a").click()  # turn 3's evidence
     detail = page.locator("#s-2 tr.detail")
     assert detail.is_visible()
+    assert page.locator("#s-2").evaluate("tb => tb.classList.contains('hit')")  # opened from the URL's #id
     history = detail.locator("details.history ol.turns > li")
     assert [history.nth(i).locator(".text").text_content() for i in range(history.count())] == \
         [QUESTIONS[0], ANSWERS[0], QUESTIONS[1], ANSWERS[1]]
     assert detail.locator(".place").text_content() == f"{HOSTILE_ID}, turn 3 of 3"
     detail.locator(".place a").click()  # back to its conversation
     assert page.evaluate("location.hash") == "#c-0"
+    conversation = page.locator("#c-0")
+    assert conversation.evaluate("tb => tb.classList.contains('hit') && !tb.rows[1].hidden")
     assert page.evaluate("window.__pwned") is None
     assert page.evaluate("document.scripts.length") == 4
     assert page.locator("img, iframe, object, embed, i, b.x").count() == 0
