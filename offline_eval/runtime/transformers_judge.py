@@ -33,10 +33,13 @@ Design points (see also :mod:`offline_eval.runtime.chat` for prompt and option r
 * **Shared prefixes, little padding** — evaluation prompts repeat themselves: every verdict on a
   sample's claims re-reads the same retrieved contexts, every claim extraction the same instructions
   and example. A batch's prompts are grouped by common token prefix; a group's prefix is run once at
-  batch size one and its key/value cache copied to the members; the rest of each prompt runs in
-  buckets of similar length, and the pieces' caches are stitched into one left-padded batch for
-  decoding. On a CPU, where prompt processing is compute-bound, this is most of the work saved.
-  With the kernels below, results equal the plain computation bit for bit in bfloat16.
+  batch size one and its key/value cache copied to the members (the head all of a batch's groups
+  share, such as the system turn, is run once, and each group's prefix continues it); the rest of
+  each prompt runs in buckets of similar length, and the pieces' caches are stitched into one
+  left-padded batch for decoding. The prefixes' caches outlive their batch (:class:`PrefixStore`):
+  a later prompt continues the longest beginning it shares with one of them. On a CPU, where prompt
+  processing is compute-bound, this is most of the work saved. With the kernels below, results equal
+  the plain computation bit for bit in bfloat16.
   :meth:`TransformersJudge.batch_order` lets the engine put prompts that share a prefix into the
   same batch. Models whose cache is not plain full attention (sliding windows) run each batch as
   one padded pass.
@@ -51,7 +54,7 @@ Design points (see also :mod:`offline_eval.runtime.chat` for prompt and option r
 from __future__ import annotations
 
 import time
-from collections import Counter
+from collections import Counter, OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -135,6 +138,48 @@ def length_buckets(items: Sequence[int], lengths: Sequence[int], slack: float = 
             buckets.append([items[k]])
             total = lengths[k]
     return buckets
+
+
+class PrefixStore:
+    """Key/value caches (batch size one, one ``(keys, values)`` pair a layer) of prompt prefixes computed
+    in earlier batches, the most recently used kept up to ``limit_bytes``. The engine cuts a dataset's
+    verdicts into batches: a passage whose verdicts fall into two batches, and the system turn every
+    batch begins with, are then computed once for the run, not once a batch."""
+
+    def __init__(self, limit_bytes: int) -> None:
+        self.limit_bytes = limit_bytes
+        self._entries: OrderedDict[tuple[int, ...], tuple[list[tuple[Any, Any]], int]] = OrderedDict()
+        self.bytes = 0
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def longest(self, seq: Sequence[int], end: int) -> tuple[int, list[tuple[Any, Any]] | None]:
+        """The most of ``seq[:end]`` a stored prefix begins with: its length and the cache of those
+        positions (the first positions of a longer prefix's cache are theirs), ``(0, None)`` when none."""
+        best, found = 0, None
+        head = seq[:end]
+        for key in self._entries:
+            n = common_prefix_len(key, head)
+            if n > best:
+                best, found = n, key
+        if found is None:
+            return 0, None
+        self._entries.move_to_end(found)
+        layers = self._entries[found][0]
+        if best < len(found):
+            layers = [(k[:, :, :best], v[:, :, :best]) for k, v in layers]
+        return best, layers
+
+    def put(self, key: tuple[int, ...], layers: list[tuple[Any, Any]]) -> None:
+        size = sum(t.numel() * t.element_size() for pair in layers for t in pair)
+        if key in self._entries or size > self.limit_bytes:
+            return
+        self._entries[key] = (layers, size)
+        self.bytes += size
+        while self.bytes > self.limit_bytes:
+            _, (_, dropped) = self._entries.popitem(last=False)
+            self.bytes -= dropped
 
 
 def _cache_is_plain(config: Any) -> bool:
@@ -227,9 +272,11 @@ class TransformersJudge(Backend):
 
     def __init__(self, path: str, device: str = "cpu", batch_size: int = 8, dtype: str = "auto",
                  max_model_len: int | None = None, max_new_tokens: int | None = None, share_prefixes: bool = True,
-                 float32_matmuls: bool | None = None) -> None:
+                 float32_matmuls: bool | None = None, prefix_store_mb: int = 256) -> None:
         """``max_new_tokens`` caps every request's ``max_tokens`` (for small, slow CPU judges);
         ``share_prefixes=False`` computes every prompt in full (see the module docstring);
+        ``prefix_store_mb``: memory for the prompt prefixes kept from one batch to the next
+        (:class:`PrefixStore`; 0 keeps none);
         ``float32_matmuls``: a bfloat16 model computes its products in float32 (default: on a CPU without
         bfloat16 kernels, several times faster there; ``batch_invariance``). Its identity says so."""
         import torch
@@ -288,6 +335,7 @@ class TransformersJudge(Backend):
         )
         self.max_new_tokens = max_new_tokens
         self.share_prefixes = share_prefixes
+        self.prefixes = PrefixStore(max(0, int(prefix_store_mb)) << 20)
         self._ragged = _cache_is_plain(self.model.config)
         self.eos_ids = self._eos_ids()
         pad = self.tokenizer.pad_token_id
@@ -391,9 +439,10 @@ class TransformersJudge(Backend):
         and, when ``keep_cache``, the key/value cache, attention mask and position ids to decode from.
 
         Prompts are grouped by shared prefix (:func:`prefix_groups`); a group's prefix is computed
-        once at batch size one and its cache copied to each member. The tails (the whole prompt for
-        prompts that share nothing) are run in buckets of similar length, so little compute goes to
-        padding. The pieces' caches are then left-padded to one width: each row reads
+        once at batch size one, continuing the longest prefix of it computed before (the head all
+        groups share, or a prefix of an earlier batch kept in :attr:`prefixes`), and its cache copied
+        to each member. The tails (the whole prompt for prompts that share nothing) are run in buckets
+        of similar length, so little compute goes to padding. The pieces' caches are then left-padded to one width: each row reads
         ``[padding][prefix][padding][tail]`` with the padding masked, and positions count real tokens
         only, so a row's result does not depend on the rows beside it. The work is counted in
         :attr:`work` under ``kind``.
@@ -421,24 +470,37 @@ class TransformersJudge(Backend):
                                 position_ids=positions, use_cache=keep_cache, logits_to_keep=1)
             return _Prefill(out.logits[:, -1, :], self._last_hidden(),
                             out.past_key_values if keep_cache else None, mask, positions)
-        if self.share_prefixes and len(seqs) > 1:
-            groups = prefix_groups(seqs, len(seqs))
-        else:
-            groups = [list(range(len(seqs)))]
-        plain = [g[0] for g in groups if len(g) == 1]
-        groups = [g for g in groups if len(g) > 1] + ([plain] if plain else [])
-        pieces: list[tuple[list[int], Any, Any, Any, Any, Any]] = []  # rows, logits, cache, mask, positions, hidden
+        # A prompt alone is computed in one pass: that is the computation a verdict on its decision
+        # boundary is settled by (score_options), and per-row mode's.
+        sharing = self.share_prefixes and len(seqs) > 1
+        groups = prefix_groups(seqs, len(seqs)) if sharing else [list(range(len(seqs)))]
+        # Each group's prefix continues the longest prefix already computed, in this batch or an
+        # earlier one (self.prefixes): the head every prompt of the batch shares (the system turn) is
+        # computed first, so the groups continue it; a lone prompt whose passage an earlier batch
+        # computed continues that passage.
+        top = shared_prefix_len(seqs) if sharing else 0
+        top = top if top >= MIN_SHARED_PREFIX else 0
+        head = (top, self._prefix_layers(kind, seqs[0], top)) if top else None
+        plan: list[tuple[list[int], int]] = []  # (rows, tokens they share)
+        plain: list[int] = []
         for group in groups:
-            shared = shared_prefix_len([seqs[i] for i in group]) if len(group) > 1 else 0
-            if shared < MIN_SHARED_PREFIX or group is plain or not self.share_prefixes:
-                shared = 0
-            head_layers = None
-            if shared:
-                head = torch.tensor([seqs[group[0]][:shared]], dtype=torch.long, device=self.device)
-                out = self._forward(kind, head, shared, attention_mask=torch.ones_like(head),
-                                    position_ids=torch.arange(shared, device=self.device)[None], use_cache=True,
-                                    logits_to_keep=1)
-                head_layers = _cache_tensors(out.past_key_values)
+            if not sharing:
+                plan.append((group, 0))
+                continue
+            if len(group) > 1:
+                shared = shared_prefix_len([seqs[i] for i in group])
+                plan.append((group, max(top, shared if shared >= MIN_SHARED_PREFIX else 0)))
+                continue
+            stored = self.prefixes.longest(seqs[group[0]], len(seqs[group[0]]) - 1)[0]
+            if stored >= top + MIN_SHARED_PREFIX:
+                plan.append((group, stored))
+            else:
+                plain.extend(group)
+        if plain:
+            plan.append((plain, top))
+        pieces: list[tuple[list[int], Any, Any, Any, Any, Any]] = []  # rows, logits, cache, mask, positions, hidden
+        for group, shared in plan:
+            head_layers = self._prefix_layers(kind, seqs[group[0]], shared, head) if shared else None
             for bucket in length_buckets(group, [len(seqs[i]) - shared for i in group]):
                 ids, tail_mask, positions = self._pad([seqs[i][shared:] for i in bucket])
                 cache = None
@@ -477,6 +539,28 @@ class TransformersJudge(Backend):
         positions = torch.cat([p[4] for p in pieces])
         return _Prefill(logits, hidden, _cache_from_tensors(layers), mask.index_select(0, back),
                         positions.index_select(0, back))
+
+    def _prefix_layers(self, kind: str, seq: Sequence[int], end: int,
+                       known: tuple[int, Any] | None = None) -> list[tuple[Any, Any]]:
+        """The key/value cache of ``seq[:end]`` (per layer, batch size one): the longest prefix of it
+        in :attr:`prefixes` or ``known`` (length, cache: a prefix of ``seq`` computed in this batch),
+        continued by the tokens after it, and stored."""
+        import torch
+
+        start, before = self.prefixes.longest(seq, end)
+        if known is not None and start < known[0] <= end:
+            start, before = known
+        if start == end:
+            return before
+        ids = torch.tensor([list(seq[start:end])], dtype=torch.long, device=self.device)
+        cache = None if before is None else _cache_from_tensors(before)
+        out = self._forward(kind, ids, end - start, attention_mask=torch.ones((1, end), dtype=torch.long,
+                                                                               device=self.device),
+                            position_ids=torch.arange(start, end, device=self.device)[None], past_key_values=cache,
+                            use_cache=True, logits_to_keep=1)
+        layers = _cache_tensors(out.past_key_values)
+        self.prefixes.put(tuple(seq[:end]), layers)
+        return layers
 
     def batch_order(self, requests: Sequence[Generate | ScoreOptions]) -> list[int]:
         """The order the engine should cut batches in: prompts sharing a prefix side by side (token

@@ -576,6 +576,75 @@ def test_the_judge_accounts_for_its_prompt_processing(model_dir: Path) -> None:
     assert 1 <= shared_judge.work.decoded_tokens <= 5
 
 
+def test_the_head_every_group_shares_is_computed_once(model_dir: Path) -> None:
+    """Two passages' verdicts share the chat template's system turn and the words before the passage:
+    that head runs once for the batch, each passage's prefix continues it, and every verdict has the
+    probabilities it has alone."""
+    from offline_eval.runtime.transformers_judge import MIN_SHARED_PREFIX, prefix_groups, shared_prefix_len
+
+    prompts = [messages(("system", "You are a meticulous evaluator. Answer with a single word: Yes or No."),
+                        ("user", f"Context:\n{context}\n\nStatement: {claim}\nYes or No?"))
+               for context in CONTEXTS for claim in CLAIMS]
+    reqs = [ScoreOptions(prompt=p, options=("Yes", "No")) for p in prompts]
+    judge = TransformersJudge(str(model_dir), batch_size=len(reqs), dtype="bfloat16")
+    ids = [chat.encode_chat(judge.tokenizer, p) for p in prompts]
+    groups = prefix_groups(ids, len(ids))
+    top = shared_prefix_len(ids)
+    assert len(groups) == 2 and top >= MIN_SHARED_PREFIX
+    got = judge.score_options(reqs)
+    prefixes = [shared_prefix_len([ids[i] for i in g]) for g in groups]
+    tails = sum(len(ids[i]) - shared for g, shared in zip(groups, prefixes) for i in g)
+    assert judge.work.computed_tokens["score_options"] == top + sum(p - top for p in prefixes) + tails
+    assert judge.work.forward_calls["score_options"] >= 1 + len(groups) + 1
+    for req, batched in zip(reqs, got):
+        alone = judge.score_options([req])[0]
+        assert batched == pytest.approx(alone, abs=1e-6)
+    assert len({round(r["Yes"], 6) for r in got}) > 3
+
+
+def test_prefixes_computed_in_one_batch_serve_the_next(model_dir: Path) -> None:
+    """Batches of 4 cut two passages' verdicts apart: a passage whose verdicts fall into two batches,
+    and the system turn, are computed once (fewer tokens than without the store), and every verdict
+    has the probabilities it has alone."""
+    prompts = _verdict_prompts()
+    reqs = [ScoreOptions(prompt=p, options=("Yes", "No")) for p in prompts]
+    stored = TransformersJudge(str(model_dir), batch_size=4, dtype="bfloat16")
+    unstored = TransformersJudge(str(model_dir), batch_size=4, dtype="bfloat16", prefix_store_mb=0)
+    got = stored.score_options(reqs)
+    assert len(stored.prefixes) >= 2 and 0 < stored.prefixes.bytes <= stored.prefixes.limit_bytes
+    for a, b in zip(unstored.score_options(reqs), got):
+        assert a == pytest.approx(b, abs=1e-6)
+    assert len(unstored.prefixes) == 0
+    passage = len(chat.encode_chat(stored.tokenizer, prompts[0])) - len(CLAIMS[0]) - 10  # a passage at least
+    saved = unstored.work.computed_tokens["score_options"] - stored.work.computed_tokens["score_options"]
+    assert saved >= passage
+    for req, batched in zip(reqs, got):
+        assert batched == pytest.approx(stored.score_options([req])[0], abs=1e-6)
+
+
+def test_prefix_store_matches_the_longest_beginning_and_keeps_the_recently_used() -> None:
+    from offline_eval.runtime.transformers_judge import PrefixStore
+
+    def layers(n: int) -> list[tuple[torch.Tensor, torch.Tensor]]:  # 2 layers, positions numbered
+        pos = torch.arange(n, dtype=torch.float32).reshape(1, 1, n, 1)
+        return [(pos.clone(), -pos.clone()) for _ in range(2)]
+
+    size = 2 * 2 * 4 * 10  # bytes of a 10-position entry
+    store = PrefixStore(limit_bytes=2 * size)
+    assert store.longest([1, 2, 3], 3) == (0, None)
+    store.put((1, 2, 3, 4, 5, 6, 7, 8, 9, 10), layers(10))
+    n, got = store.longest([1, 2, 3, 4, 99, 6], 6)
+    assert n == 4 and got is not None and got[0][0].shape[2] == 4 and got[1][1].flatten().tolist() == [0, -1, -2, -3]
+    assert store.longest([1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11], 8)[0] == 8  # no further than asked
+    store.put(tuple(range(20, 30)), layers(10))
+    store.longest([1, 2], 2)  # the first entry is the most recently used now
+    store.put(tuple(range(40, 50)), layers(10))  # over the limit: the least recently used goes
+    assert len(store) == 2 and store.bytes == 2 * size
+    assert store.longest([20, 21], 2) == (0, None) and store.longest([1, 2], 2)[0] == 2
+    store.put(tuple(range(60, 90)), layers(30))  # larger than the whole store: not kept
+    assert len(store) == 2
+
+
 def test_shared_prefix_generation_equals_reference(model_dir: Path) -> None:
     prompts = _verdict_prompts()[: len(CLAIMS)]  # one context: the whole batch shares it
     reqs = [Generate(prompt=p, sampling=Sampling(max_tokens=10)) for p in prompts]
