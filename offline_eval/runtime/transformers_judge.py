@@ -441,10 +441,11 @@ class TransformersJudge(Backend):
         Prompts are grouped by shared prefix (:func:`prefix_groups`); a group's prefix is computed
         once at batch size one, continuing the longest prefix of it computed before (the head all
         groups share, or a prefix of an earlier batch kept in :attr:`prefixes`), and its cache copied
-        to each member. The tails (the whole prompt for prompts that share nothing) are run in buckets
-        of similar length, so little compute goes to padding. The pieces' caches are then left-padded to one width: each row reads
-        ``[padding][prefix][padding][tail]`` with the padding masked, and positions count real tokens
-        only, so a row's result does not depend on the rows beside it. The work is counted in
+        to each member (:meth:`_sharing_plan`). The tails (the whole prompt for prompts that share
+        nothing) are run in buckets of similar length, so little compute goes to padding. The pieces'
+        caches are then left-padded to one width: each row reads ``[padding][prefix][padding][tail]``
+        with the padding masked, and positions count real tokens only, so a row's result does not
+        depend on the rows beside it. The work is counted in
         :attr:`work` under ``kind``.
         """
         started = time.perf_counter()
@@ -472,35 +473,13 @@ class TransformersJudge(Backend):
                             out.past_key_values if keep_cache else None, mask, positions)
         # A prompt alone is computed in one pass: that is the computation a verdict on its decision
         # boundary is settled by (score_options), and per-row mode's.
-        sharing = self.share_prefixes and len(seqs) > 1
-        groups = prefix_groups(seqs, len(seqs)) if sharing else [list(range(len(seqs)))]
-        # Each group's prefix continues the longest prefix already computed, in this batch or an
-        # earlier one (self.prefixes): the head every prompt of the batch shares (the system turn) is
-        # computed first, so the groups continue it; a lone prompt whose passage an earlier batch
-        # computed continues that passage.
-        top = shared_prefix_len(seqs) if sharing else 0
-        top = top if top >= MIN_SHARED_PREFIX else 0
-        head = (top, self._prefix_layers(kind, seqs[0], top)) if top else None
-        plan: list[tuple[list[int], int]] = []  # (rows, tokens they share)
-        plain: list[int] = []
-        for group in groups:
-            if not sharing:
-                plan.append((group, 0))
-                continue
-            if len(group) > 1:
-                shared = shared_prefix_len([seqs[i] for i in group])
-                plan.append((group, max(top, shared if shared >= MIN_SHARED_PREFIX else 0)))
-                continue
-            stored = self.prefixes.longest(seqs[group[0]], len(seqs[group[0]]) - 1)[0]
-            if stored >= top + MIN_SHARED_PREFIX:
-                plan.append((group, stored))
-            else:
-                plain.extend(group)
-        if plain:
-            plan.append((plain, top))
+        if self.share_prefixes and len(seqs) > 1:
+            plan = self._sharing_plan(kind, seqs)
+        else:
+            plan = [(list(range(len(seqs))), 0, None)]
         pieces: list[tuple[list[int], Any, Any, Any, Any, Any]] = []  # rows, logits, cache, mask, positions, hidden
-        for group, shared in plan:
-            head_layers = self._prefix_layers(kind, seqs[group[0]], shared, head) if shared else None
+        for group, shared, known in plan:
+            head_layers = self._prefix_layers(kind, seqs[group[0]], shared, known) if shared else None
             for bucket in length_buckets(group, [len(seqs[i]) - shared for i in group]):
                 ids, tail_mask, positions = self._pad([seqs[i][shared:] for i in bucket])
                 cache = None
@@ -540,13 +519,40 @@ class TransformersJudge(Backend):
         return _Prefill(logits, hidden, _cache_from_tensors(layers), mask.index_select(0, back),
                         positions.index_select(0, back))
 
+    def _sharing_plan(self, kind: str, seqs: Sequence[list[int]]) -> list[tuple[list[int], int, Any]]:
+        """How a batch's prompts share their prefixes: ``(rows, tokens they share, a known prefix of
+        them: (length, cache) or None)`` for each piece. Each group's prefix continues the longest
+        prefix already computed, in this batch or an earlier one (:attr:`prefixes`): the head every
+        prompt of the batch shares (the system turn) is computed first, so the groups continue it; a
+        lone prompt whose passage an earlier batch computed continues that passage; the other lone
+        prompts form one piece sharing the head."""
+        top = shared_prefix_len(seqs)
+        head = (top, self._prefix_layers(kind, seqs[0], top)) if top >= MIN_SHARED_PREFIX else (0, None)
+        plan: list[tuple[list[int], int, Any]] = []
+        plain: list[int] = []
+        for group in prefix_groups(seqs, len(seqs)):
+            if len(group) > 1:
+                shared = shared_prefix_len([seqs[i] for i in group])
+                plan.append((group, max(head[0], shared if shared >= MIN_SHARED_PREFIX else 0), head))
+                continue
+            stored = self.prefixes.longest(seqs[group[0]], len(seqs[group[0]]) - 1)
+            if stored[0] >= head[0] + MIN_SHARED_PREFIX:
+                plan.append((group, stored[0], stored))
+            else:
+                plain.extend(group)
+        if plain:
+            plan.append((plain, head[0], head))
+        return plan
+
     def _prefix_layers(self, kind: str, seq: Sequence[int], end: int,
                        known: tuple[int, Any] | None = None) -> list[tuple[Any, Any]]:
-        """The key/value cache of ``seq[:end]`` (per layer, batch size one): the longest prefix of it
-        in :attr:`prefixes` or ``known`` (length, cache: a prefix of ``seq`` computed in this batch),
-        continued by the tokens after it, and stored."""
+        """The key/value cache of ``seq[:end]`` (per layer, batch size one): ``known`` (length, cache:
+        a prefix of ``seq`` already at hand) when it is all of it, else the longest prefix of it in
+        :attr:`prefixes` or ``known``, continued by the tokens after it, and stored."""
         import torch
 
+        if known is not None and known[0] == end:
+            return known[1]
         start, before = self.prefixes.longest(seq, end)
         if known is not None and start < known[0] <= end:
             start, before = known
