@@ -35,8 +35,9 @@ Design points (see also :mod:`offline_eval.runtime.chat` for prompt and option r
   and example. A batch's prompts are grouped by common token prefix; a group's prefix is run once at
   batch size one and its key/value cache copied to the members (the head all of a batch's groups
   share, such as the system turn, is run once, and each group's prefix continues it); the rest of
-  each prompt runs in buckets of similar length, and the pieces' caches are stitched into one
-  left-padded batch for decoding. The prefixes' caches outlive their batch (:class:`PrefixStore`):
+  each prompt runs in buckets of similar length cut across the groups (a row continues its own
+  group's prefix, so a forward call holds enough rows for the matrix products to run near full
+  speed), and the pieces' caches are stitched into one left-padded batch for decoding. The prefixes' caches outlive their batch (:class:`PrefixStore`):
   a later prompt continues the longest beginning it shares with one of them. On a CPU, where prompt
   processing is compute-bound, this is most of the work saved. With the kernels below, results equal
   the plain computation bit for bit in bfloat16.
@@ -70,6 +71,12 @@ from offline_eval.runtime.identity import content_fingerprint
 # Below this many common tokens a shared-prefix pass costs more (an extra forward call, a cache
 # copy) than it saves.
 MIN_SHARED_PREFIX = 16
+
+# Positions a forward call over prompt tails may hold (rows x longest tail): enough rows for the
+# matrix products to run near the CPU's full speed (on an AVX2 EPYC, 16 rows of the bench judge's
+# MLP run at a quarter of the speed of 512, 157 rows at 60%), while the prefix caches copied to every
+# row stay within what a group of the batch's prompts sharing the longest prefix would take.
+TAIL_POSITIONS = 1024
 
 
 def common_prefix_len(a: Sequence[int], b: Sequence[int]) -> int:
@@ -124,14 +131,17 @@ def prefix_groups(seqs: Sequence[Sequence[int]], limit: int, min_shared: int = M
     return groups[::-1]
 
 
-def length_buckets(items: Sequence[int], lengths: Sequence[int], slack: float = 1.25) -> list[list[int]]:
+def length_buckets(items: Sequence[int], lengths: Sequence[int], slack: float = 1.25,
+                   limit: int | None = None) -> list[list[int]]:
     """Split ``items`` into runs of similar length: sorted by length, a run grows while its padded
-    size (members x longest) stays within ``slack`` times its real size."""
+    size (members x longest) stays within ``slack`` times its real size and, with ``limit``, within
+    ``limit`` positions."""
     order = sorted(range(len(items)), key=lambda k: lengths[k])
     buckets: list[list[int]] = []
     total = 0
     for k in order:
-        if buckets and (len(buckets[-1]) + 1) * lengths[k] <= slack * (total + lengths[k]):
+        padded = (len(buckets[-1]) + 1) * lengths[k] if buckets else 0
+        if buckets and padded <= slack * (total + lengths[k]) and (limit is None or padded <= limit):
             buckets[-1].append(items[k])
             total += lengths[k]
         else:
@@ -442,11 +452,12 @@ class TransformersJudge(Backend):
         once at batch size one, continuing the longest prefix of it computed before (the head all
         groups share, or a prefix of an earlier batch kept in :attr:`prefixes`), and its cache copied
         to each member (:meth:`_sharing_plan`). The tails (the whole prompt for prompts that share
-        nothing) are run in buckets of similar length, so little compute goes to padding. The pieces'
-        caches are then left-padded to one width: each row reads ``[padding][prefix][padding][tail]``
-        with the padding masked, and positions count real tokens only, so a row's result does not
-        depend on the rows beside it. The work is counted in
-        :attr:`work` under ``kind``.
+        nothing) of all groups run together in buckets of similar length, so little compute goes to
+        padding, each of up to :data:`TAIL_POSITIONS` positions, each row continuing its own group's
+        prefix (:meth:`_stitched_prefixes`). The pieces' caches are then left-padded to one width:
+        each row reads ``[padding][prefix][padding][tail]`` with the padding masked, and positions
+        count real tokens only, so a row's result does not depend on the rows beside it. The work is
+        counted in :attr:`work` under ``kind``.
         """
         started = time.perf_counter()
         try:
@@ -477,24 +488,28 @@ class TransformersJudge(Backend):
             plan = self._sharing_plan(kind, seqs)
         else:
             plan = [(list(range(len(seqs))), 0, None)]
+        # The groups' prefixes first (together: _prefix_caches); then the tails of all groups, cut by
+        # length, not by group, into calls of up to TAIL_POSITIONS positions: a matrix product of a few
+        # dozen rows runs at a fraction of the speed of one of several hundred.
+        caches = self._prefix_caches(kind, [(seqs[group[0]], shared, known) for group, shared, known in plan])
+        prefixes = [(shared, cache) for (_, shared, _), cache in zip(plan, caches)]
+        owner = {i: k for k, (group, _, _) in enumerate(plan) for i in group}
+        rows_by_tail = list(range(len(seqs)))
+        tails = [len(seqs[i]) - prefixes[owner[i]][0] for i in rows_by_tail]
         pieces: list[tuple[list[int], Any, Any, Any, Any, Any]] = []  # rows, logits, cache, mask, positions, hidden
-        for group, shared, known in plan:
-            head_layers = self._prefix_layers(kind, seqs[group[0]], shared, known) if shared else None
-            for bucket in length_buckets(group, [len(seqs[i]) - shared for i in group]):
-                ids, tail_mask, positions = self._pad([seqs[i][shared:] for i in bucket])
-                cache = None
-                if head_layers is not None:
-                    n = len(bucket)
-                    cache = _cache_from_tensors([(k.expand(n, -1, -1, -1).contiguous(),
-                                                  v.expand(n, -1, -1, -1).contiguous()) for k, v in head_layers])
-                    tail_mask = torch.cat([torch.ones((n, shared), dtype=tail_mask.dtype, device=self.device),
-                                           tail_mask], dim=1)
-                    positions = positions + shared
-                out = self._forward(kind, ids, sum(len(seqs[i]) - shared for i in bucket),
-                                    attention_mask=tail_mask, position_ids=positions, past_key_values=cache,
-                                    use_cache=keep_cache, logits_to_keep=1)
-                pieces.append((bucket, out.logits[:, -1, :], out.past_key_values if keep_cache else None,
-                               tail_mask, positions[:, -1:], self._last_hidden()))
+        for bucket in length_buckets(rows_by_tail, tails, limit=TAIL_POSITIONS):
+            shared = [prefixes[owner[i]][0] for i in bucket]
+            ids, tail_mask, positions = self._pad([seqs[i][s:] for i, s in zip(bucket, shared)])
+            cache = None
+            if max(shared):
+                cache, head_mask = self._stitched_prefixes([owner[i] for i in bucket], prefixes)
+                tail_mask = torch.cat([head_mask, tail_mask], dim=1)
+                positions = positions + torch.tensor(shared, device=self.device)[:, None]
+            out = self._forward(kind, ids, sum(len(seqs[i]) - s for i, s in zip(bucket, shared)),
+                                attention_mask=tail_mask, position_ids=positions, past_key_values=cache,
+                                use_cache=keep_cache, logits_to_keep=1)
+            pieces.append((bucket, out.logits[:, -1, :], out.past_key_values if keep_cache else None,
+                           tail_mask, positions[:, -1:], self._last_hidden()))
         rows = [i for piece in pieces for i in piece[0]]
         if len(pieces) == 1 and rows == sorted(rows):
             _, logits, cache, mask, positions, hidden = pieces[0]
@@ -518,6 +533,37 @@ class TransformersJudge(Backend):
         positions = torch.cat([p[4] for p in pieces])
         return _Prefill(logits, hidden, _cache_from_tensors(layers), mask.index_select(0, back),
                         positions.index_select(0, back))
+
+    def _stitched_prefixes(self, owners: Sequence[int], prefixes: Sequence[tuple[int, Any]]) -> tuple[Any, Any]:
+        """The key/value cache a call's rows continue, and the mask of its positions: row ``r`` reads
+        the prefix ``prefixes[owners[r]]`` (length, per-layer cache or None for none), left-padded to
+        the longest of them."""
+        import torch
+
+        width = max(prefixes[k][0] for k in owners)
+        distinct = sorted(set(owners))
+        pick = torch.tensor([distinct.index(k) for k in owners], device=self.device)
+        mask = torch.zeros((len(owners), width), dtype=torch.long, device=self.device)
+        for r, k in enumerate(owners):
+            mask[r, width - prefixes[k][0]:] = 1
+        like = next(cache for _, cache in (prefixes[k] for k in distinct) if cache is not None)
+
+        def padded(k: int, layer: int, which: int) -> Any:
+            length, cache = prefixes[k]
+            if cache is None:
+                shape = like[layer][which].shape
+                return like[layer][which].new_zeros((1, shape[1], width, shape[3]))
+            t = cache[layer][which]
+            return t if length == width else torch.nn.functional.pad(t, (0, 0, width - length, 0))
+
+        layers = []
+        for layer in range(len(like)):
+            pair = []
+            for which in (0, 1):
+                parts = [padded(k, layer, which) for k in distinct]
+                pair.append((parts[0] if len(parts) == 1 else torch.cat(parts)).index_select(0, pick))
+            layers.append((pair[0], pair[1]))
+        return _cache_from_tensors(layers), mask
 
     def _sharing_plan(self, kind: str, seqs: Sequence[list[int]]) -> list[tuple[list[int], int, Any]]:
         """How a batch's prompts share their prefixes: ``(rows, tokens they share, a known prefix of
@@ -546,27 +592,56 @@ class TransformersJudge(Backend):
 
     def _prefix_layers(self, kind: str, seq: Sequence[int], end: int,
                        known: tuple[int, Any] | None = None) -> list[tuple[Any, Any]]:
-        """The key/value cache of ``seq[:end]`` (per layer, batch size one): ``known`` (length, cache:
-        a prefix of ``seq`` already at hand) when it is all of it, else the longest prefix of it in
-        :attr:`prefixes` or ``known``, continued by the tokens after it, and stored."""
+        """The key/value cache of ``seq[:end]`` (per layer, batch size one); see :meth:`_prefix_caches`."""
+        return self._prefix_caches(kind, [(seq, end, known)])[0]
+
+    def _prefix_caches(self, kind: str, wanted: Sequence[tuple[Sequence[int], int, tuple[int, Any] | None]]
+                       ) -> list[list[tuple[Any, Any]] | None]:
+        """The key/value caches (per layer, batch size one) of ``seq[:end]`` for each ``(seq, end,
+        known)``, None where ``end`` is 0. Each is ``known`` (length, cache: a prefix of ``seq`` already
+        at hand) when that is all of it, else the longest prefix of it in :attr:`prefixes` or ``known``,
+        continued by the tokens after it; those continued run together, in buckets of similar length
+        (each row continuing its own cache, as the tails do in :meth:`_prefill_pieces`), and are stored."""
         import torch
 
-        if known is not None and known[0] == end:
-            return known[1]
-        start, before = self.prefixes.longest(seq, end)
-        if known is not None and start < known[0] <= end:
-            start, before = known
-        if start == end:
-            return before
-        ids = torch.tensor([list(seq[start:end])], dtype=torch.long, device=self.device)
-        cache = None if before is None else _cache_from_tensors(before)
-        out = self._forward(kind, ids, end - start, attention_mask=torch.ones((1, end), dtype=torch.long,
-                                                                               device=self.device),
-                            position_ids=torch.arange(start, end, device=self.device)[None], past_key_values=cache,
-                            use_cache=True, logits_to_keep=1)
-        layers = _cache_tensors(out.past_key_values)
-        self.prefixes.put(tuple(seq[:end]), layers)
-        return layers
+        caches: list[list[tuple[Any, Any]] | None] = [None] * len(wanted)
+        pending: list[tuple[int, int, Any]] = []  # (which, start, cache of seq[:start])
+        for which, (seq, end, known) in enumerate(wanted):
+            if not end:
+                continue
+            if known is not None and known[0] == end:
+                caches[which] = known[1]
+                continue
+            start, before = self.prefixes.longest(seq, end)
+            if known is not None and start < known[0] <= end:
+                start, before = known
+            if start == end:
+                caches[which] = before
+                continue
+            pending.append((which, start, before))
+        lengths = [wanted[which][1] - start for which, start, _ in pending]
+        for bucket in length_buckets(list(range(len(pending))), lengths, limit=TAIL_POSITIONS):
+            rows = [pending[j] for j in bucket]
+            ids, mask, positions = self._pad([list(wanted[which][0][start:wanted[which][1]])
+                                              for which, start, _ in rows])
+            cache = None
+            if any(start for _, start, _ in rows):
+                cache, head_mask = self._stitched_prefixes(list(range(len(rows))),
+                                                           [(start, before) for _, start, before in rows])
+                mask = torch.cat([head_mask, mask], dim=1)
+                positions = positions + torch.tensor([start for _, start, _ in rows], device=self.device)[:, None]
+            out = self._forward(kind, ids, sum(lengths[j] for j in bucket), attention_mask=mask,
+                                position_ids=positions, past_key_values=cache, use_cache=True, logits_to_keep=1)
+            layers = _cache_tensors(out.past_key_values)
+            for r, (which, _, _) in enumerate(rows):
+                real = mask[r].nonzero().squeeze(1)
+                own = layers if len(rows) == 1 and len(real) == mask.shape[1] else [
+                    (keys[r:r + 1].index_select(2, real), values[r:r + 1].index_select(2, real))
+                    for keys, values in layers]
+                seq, end, _ = wanted[which]
+                self.prefixes.put(tuple(seq[:end]), own)
+                caches[which] = own
+        return caches
 
     def batch_order(self, requests: Sequence[Generate | ScoreOptions]) -> list[int]:
         """The order the engine should cut batches in: prompts sharing a prefix side by side (token

@@ -576,18 +576,24 @@ def test_the_judge_accounts_for_its_prompt_processing(model_dir: Path) -> None:
     assert 1 <= shared_judge.work.decoded_tokens <= 5
 
 
+def _two_passages_one_batch(model_dir: Path) -> tuple[list[ScoreOptions], TransformersJudge, list[list[int]]]:
+    """Verdicts on two passages behind a system turn long enough to be shared, a bfloat16 judge taking
+    them in one batch, and the prompts' token ids."""
+    prompts = [messages(("system", "You are a meticulous evaluator. Answer with a single word: Yes or No."),
+                        ("user", f"Context:\n{context}\n\nStatement: {claim}\nYes or No?"))
+               for context in CONTEXTS for claim in CLAIMS]
+    reqs = [ScoreOptions(prompt=p, options=("Yes", "No")) for p in prompts]
+    judge = TransformersJudge(str(model_dir), batch_size=len(reqs), dtype="bfloat16")
+    return reqs, judge, [chat.encode_chat(judge.tokenizer, p) for p in prompts]
+
+
 def test_the_head_every_group_shares_is_computed_once(model_dir: Path) -> None:
     """Two passages' verdicts share the chat template's system turn and the words before the passage:
     that head runs once for the batch, each passage's prefix continues it, and every verdict has the
     probabilities it has alone."""
     from offline_eval.runtime.transformers_judge import MIN_SHARED_PREFIX, prefix_groups, shared_prefix_len
 
-    prompts = [messages(("system", "You are a meticulous evaluator. Answer with a single word: Yes or No."),
-                        ("user", f"Context:\n{context}\n\nStatement: {claim}\nYes or No?"))
-               for context in CONTEXTS for claim in CLAIMS]
-    reqs = [ScoreOptions(prompt=p, options=("Yes", "No")) for p in prompts]
-    judge = TransformersJudge(str(model_dir), batch_size=len(reqs), dtype="bfloat16")
-    ids = [chat.encode_chat(judge.tokenizer, p) for p in prompts]
+    reqs, judge, ids = _two_passages_one_batch(model_dir)
     groups = prefix_groups(ids, len(ids))
     top = shared_prefix_len(ids)
     assert len(groups) == 2 and top >= MIN_SHARED_PREFIX
@@ -600,6 +606,29 @@ def test_the_head_every_group_shares_is_computed_once(model_dir: Path) -> None:
         alone = judge.score_options([req])[0]
         assert batched == pytest.approx(alone, abs=1e-6)
     assert len({round(r["Yes"], 6) for r in got}) > 3
+
+
+def test_passages_and_the_tails_after_them_share_forward_calls(model_dir: Path) -> None:
+    """Two passages' prefixes continue the system turn in one forward call, and the tails after them
+    are cut by length, not by passage: one call holds rows that continue different prefixes (each row
+    its own, left-padded to the longest). Every verdict has the bits it has alone."""
+    from offline_eval.runtime.transformers_judge import (MIN_SHARED_PREFIX, TAIL_POSITIONS, length_buckets,
+                                                         prefix_groups, shared_prefix_len)
+
+    reqs, judge, ids = _two_passages_one_batch(model_dir)
+    groups = prefix_groups(ids, len(ids))
+    assert len(groups) == 2 and shared_prefix_len(ids) >= MIN_SHARED_PREFIX
+    shared = {i: shared_prefix_len([ids[j] for j in g]) for g in groups for i in g}
+    tails = [len(ids[i]) - shared[i] for i in range(len(ids))]
+    buckets = length_buckets(list(range(len(ids))), tails, limit=TAIL_POSITIONS)
+    assert any({i in groups[0] for i in b} == {True, False} for b in buckets), "a call must mix passages"
+    got = judge.score_options(reqs)
+    top = shared_prefix_len(ids)
+    passages = length_buckets(list(range(len(groups))), [shared[g[0]] - top for g in groups], limit=TAIL_POSITIONS)
+    assert passages == [[0, 1]] or passages == [[1, 0]]
+    assert judge.work.forward_calls["score_options"] == 1 + 1 + len(buckets)  # head, passages, tails
+    for req, batched in zip(reqs, got):
+        assert batched == judge.score_options([req])[0]
 
 
 def test_prefixes_computed_in_one_batch_serve_the_next(model_dir: Path) -> None:
@@ -677,6 +706,8 @@ def test_length_buckets_bound_padding() -> None:
         padded = len(bucket) * max(size[x] for x in bucket)
         assert padded <= 1.25 * sum(size[x] for x in bucket)
     assert ["a", "c", "d"] in buckets and ["e", "b"] in buckets
+    capped = length_buckets(list("abcdef"), lengths, limit=30)  # at most 30 positions a bucket
+    assert ["a", "c"] in capped and ["d"] in capped and all(len(b) == 1 for b in capped if "d" not in b and "a" not in b)
 
 
 def test_mixed_batch_is_stitched_from_groups_and_buckets(model_dir: Path) -> None:
