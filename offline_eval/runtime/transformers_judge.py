@@ -454,7 +454,7 @@ class TransformersJudge(Backend):
         to each member (:meth:`_sharing_plan`). The tails (the whole prompt for prompts that share
         nothing) of all groups run together in buckets of similar length, so little compute goes to
         padding, each of up to :data:`TAIL_POSITIONS` positions, each row continuing its own group's
-        prefix (:meth:`_stitched_prefixes`). The pieces' caches are then left-padded to one width:
+        prefix (:meth:`_continued`). The pieces' caches are then left-padded to one width:
         each row reads ``[padding][prefix][padding][tail]`` with the padding masked, and positions
         count real tokens only, so a row's result does not depend on the rows beside it. The work is
         counted in :attr:`work` under ``kind``.
@@ -492,24 +492,17 @@ class TransformersJudge(Backend):
         # length, not by group, into calls of up to TAIL_POSITIONS positions: a matrix product of a few
         # dozen rows runs at a fraction of the speed of one of several hundred.
         caches = self._prefix_caches(kind, [(seqs[group[0]], shared, known) for group, shared, known in plan])
-        prefixes = [(shared, cache) for (_, shared, _), cache in zip(plan, caches)]
-        owner = {i: k for k, (group, _, _) in enumerate(plan) for i in group}
-        rows_by_tail = list(range(len(seqs)))
-        tails = [len(seqs[i]) - prefixes[owner[i]][0] for i in rows_by_tail]
+        prefix_of = [(0, None)] * len(seqs)  # each row's prefix: (length, per-layer cache or None)
+        for (group, shared, _), cache in zip(plan, caches):
+            for i in group:
+                prefix_of[i] = (shared, cache)
+        tails = [len(seq) - prefix[0] for seq, prefix in zip(seqs, prefix_of)]
         pieces: list[tuple[list[int], Any, Any, Any, Any, Any]] = []  # rows, logits, cache, mask, positions, hidden
-        for bucket in length_buckets(rows_by_tail, tails, limit=TAIL_POSITIONS):
-            shared = [prefixes[owner[i]][0] for i in bucket]
-            ids, tail_mask, positions = self._pad([seqs[i][s:] for i, s in zip(bucket, shared)])
-            cache = None
-            if max(shared):
-                cache, head_mask = self._stitched_prefixes([owner[i] for i in bucket], prefixes)
-                tail_mask = torch.cat([head_mask, tail_mask], dim=1)
-                positions = positions + torch.tensor(shared, device=self.device)[:, None]
-            out = self._forward(kind, ids, sum(len(seqs[i]) - s for i, s in zip(bucket, shared)),
-                                attention_mask=tail_mask, position_ids=positions, past_key_values=cache,
-                                use_cache=keep_cache, logits_to_keep=1)
+        for bucket in length_buckets(list(range(len(seqs))), tails, limit=TAIL_POSITIONS):
+            out, mask, positions = self._continued(
+                kind, [(seqs[i][prefix_of[i][0]:], prefix_of[i]) for i in bucket], keep_cache)
             pieces.append((bucket, out.logits[:, -1, :], out.past_key_values if keep_cache else None,
-                           tail_mask, positions[:, -1:], self._last_hidden()))
+                           mask, positions[:, -1:], self._last_hidden()))
         rows = [i for piece in pieces for i in piece[0]]
         if len(pieces) == 1 and rows == sorted(rows):
             _, logits, cache, mask, positions, hidden = pieces[0]
@@ -534,22 +527,47 @@ class TransformersJudge(Backend):
         return _Prefill(logits, hidden, _cache_from_tensors(layers), mask.index_select(0, back),
                         positions.index_select(0, back))
 
-    def _stitched_prefixes(self, owners: Sequence[int], prefixes: Sequence[tuple[int, Any]]) -> tuple[Any, Any]:
-        """The key/value cache a call's rows continue, and the mask of its positions: row ``r`` reads
-        the prefix ``prefixes[owners[r]]`` (length, per-layer cache or None for none), left-padded to
-        the longest of them."""
+    def _continued(self, kind: str, rows: Sequence[tuple[Sequence[int], tuple[int, Any]]],
+                   keep_cache: bool) -> tuple[Any, Any, Any]:
+        """One forward call over ``rows`` of ``(tokens, prefix)``, each row's tokens continuing its own
+        prefix (length, per-layer cache or None for none): the tokens left-padded to the longest, the
+        prefixes too (:meth:`_stitched_prefixes`), the padding masked and positions counting each row's
+        real tokens from the end of its prefix. Returns the model's output, the attention mask (prefix
+        and tokens) and the tokens' position ids."""
         import torch
 
-        width = max(prefixes[k][0] for k in owners)
-        distinct = sorted(set(owners))
-        pick = torch.tensor([distinct.index(k) for k in owners], device=self.device)
-        mask = torch.zeros((len(owners), width), dtype=torch.long, device=self.device)
-        for r, k in enumerate(owners):
-            mask[r, width - prefixes[k][0]:] = 1
-        like = next(cache for _, cache in (prefixes[k] for k in distinct) if cache is not None)
+        ids, mask, positions = self._pad([tokens for tokens, _ in rows])
+        cache = None
+        starts = [length for _, (length, _) in rows]
+        if max(starts):
+            cache, prefix_mask = self._stitched_prefixes([prefix for _, prefix in rows])
+            mask = torch.cat([prefix_mask, mask], dim=1)
+            positions = positions + torch.tensor(starts, device=self.device)[:, None]
+        out = self._forward(kind, ids, sum(len(tokens) for tokens, _ in rows), attention_mask=mask,
+                            position_ids=positions, past_key_values=cache, use_cache=keep_cache,
+                            logits_to_keep=1)
+        return out, mask, positions
 
-        def padded(k: int, layer: int, which: int) -> Any:
-            length, cache = prefixes[k]
+    def _stitched_prefixes(self, prefixes: Sequence[tuple[int, Any]]) -> tuple[Any, Any]:
+        """The key/value cache a call's rows continue, and the mask of its positions: row ``r`` reads
+        ``prefixes[r]`` (length, per-layer cache or None for none), left-padded to the longest of them.
+        A cache several rows continue (the head of a batch) is padded once and indexed, not copied
+        per row before the index."""
+        import torch
+
+        width = max(length for length, _ in prefixes)
+        distinct: dict[int, tuple[int, Any]] = {}
+        for prefix in prefixes:
+            distinct.setdefault(id(prefix[1]), prefix)
+        slot = {key: j for j, key in enumerate(distinct)}
+        pick = torch.tensor([slot[id(cache)] for _, cache in prefixes], device=self.device)
+        mask = torch.zeros((len(prefixes), width), dtype=torch.long, device=self.device)
+        for r, (length, _) in enumerate(prefixes):
+            mask[r, width - length:] = 1
+        like = next(cache for _, cache in distinct.values() if cache is not None)
+
+        def padded(prefix: tuple[int, Any], layer: int, which: int) -> Any:
+            length, cache = prefix
             if cache is None:
                 shape = like[layer][which].shape
                 return like[layer][which].new_zeros((1, shape[1], width, shape[3]))
@@ -560,7 +578,7 @@ class TransformersJudge(Backend):
         for layer in range(len(like)):
             pair = []
             for which in (0, 1):
-                parts = [padded(k, layer, which) for k in distinct]
+                parts = [padded(prefix, layer, which) for prefix in distinct.values()]
                 pair.append((parts[0] if len(parts) == 1 else torch.cat(parts)).index_select(0, pick))
             layers.append((pair[0], pair[1]))
         return _cache_from_tensors(layers), mask
@@ -601,9 +619,7 @@ class TransformersJudge(Backend):
         known)``, None where ``end`` is 0. Each is ``known`` (length, cache: a prefix of ``seq`` already
         at hand) when that is all of it, else the longest prefix of it in :attr:`prefixes` or ``known``,
         continued by the tokens after it; those continued run together, in buckets of similar length
-        (each row continuing its own cache, as the tails do in :meth:`_prefill_pieces`), and are stored."""
-        import torch
-
+        (each row continuing its own cache, as the tails do: :meth:`_continued`), and are stored."""
         caches: list[list[tuple[Any, Any]] | None] = [None] * len(wanted)
         pending: list[tuple[int, int, Any]] = []  # (which, start, cache of seq[:start])
         for which, (seq, end, known) in enumerate(wanted):
@@ -622,16 +638,8 @@ class TransformersJudge(Backend):
         lengths = [wanted[which][1] - start for which, start, _ in pending]
         for bucket in length_buckets(list(range(len(pending))), lengths, limit=TAIL_POSITIONS):
             rows = [pending[j] for j in bucket]
-            ids, mask, positions = self._pad([list(wanted[which][0][start:wanted[which][1]])
-                                              for which, start, _ in rows])
-            cache = None
-            if any(start for _, start, _ in rows):
-                cache, head_mask = self._stitched_prefixes(list(range(len(rows))),
-                                                           [(start, before) for _, start, before in rows])
-                mask = torch.cat([head_mask, mask], dim=1)
-                positions = positions + torch.tensor([start for _, start, _ in rows], device=self.device)[:, None]
-            out = self._forward(kind, ids, sum(lengths[j] for j in bucket), attention_mask=mask,
-                                position_ids=positions, past_key_values=cache, use_cache=True, logits_to_keep=1)
+            out, mask, _ = self._continued(kind, [(wanted[which][0][start:wanted[which][1]], (start, before))
+                                                  for which, start, before in rows], keep_cache=True)
             layers = _cache_tensors(out.past_key_values)
             for r, (which, _, _) in enumerate(rows):
                 real = mask[r].nonzero().squeeze(1)
