@@ -217,6 +217,21 @@ def _cache_from_tensors(layers: Sequence[tuple[Any, Any]]) -> Any:
     return DynamicCache(ddp_cache_data=layers)
 
 
+def _left_padded(caches: Sequence[Sequence[tuple[Any, Any]]], width: int, pick: Any) -> list[tuple[Any, Any]]:
+    """Several per-layer caches (keys and values of shape (rows, heads, positions, head dim)) as one:
+    each left-padded with zeros to ``width`` positions, stacked by rows, and the rows ``pick`` taken
+    (an index tensor: the stacked rows in the order wanted, a row picked as often as it is wanted)."""
+    import torch
+
+    def stacked(parts: list[Any]) -> Any:
+        parts = [t if t.shape[-2] == width else torch.nn.functional.pad(t, (0, 0, width - t.shape[-2], 0))
+                 for t in parts]
+        return (parts[0] if len(parts) == 1 else torch.cat(parts)).index_select(0, pick)
+
+    return [(stacked([cache[layer][0] for cache in caches]), stacked([cache[layer][1] for cache in caches]))
+            for layer in range(len(caches[0]))]
+
+
 def _left_aligned(cache: Any, mask: Any) -> tuple[Any, Any]:
     """The cache and mask with each row's real positions moved to the end, in order.
 
@@ -513,15 +528,7 @@ class TransformersJudge(Backend):
         if not keep_cache:
             return _Prefill(logits, hidden, None, None, None)
         width = max(p[3].shape[1] for p in pieces)
-        layers = []
-        for layer in range(len(_cache_tensors(pieces[0][2]))):
-            keys, values = [], []
-            for p in pieces:
-                k, v = _cache_tensors(p[2])[layer]
-                pad = width - k.shape[-2]
-                keys.append(torch.nn.functional.pad(k, (0, 0, pad, 0)))
-                values.append(torch.nn.functional.pad(v, (0, 0, pad, 0)))
-            layers.append((torch.cat(keys).index_select(0, back), torch.cat(values).index_select(0, back)))
+        layers = _left_padded([_cache_tensors(p[2]) for p in pieces], width, back)
         mask = torch.cat([torch.nn.functional.pad(p[3], (width - p[3].shape[1], 0)) for p in pieces])
         positions = torch.cat([p[4] for p in pieces])
         return _Prefill(logits, hidden, _cache_from_tensors(layers), mask.index_select(0, back),
@@ -565,22 +572,8 @@ class TransformersJudge(Backend):
         for r, (length, _) in enumerate(prefixes):
             mask[r, width - length:] = 1
         like = next(cache for _, cache in distinct.values() if cache is not None)
-
-        def padded(prefix: tuple[int, Any], layer: int, which: int) -> Any:
-            length, cache = prefix
-            if cache is None:
-                shape = like[layer][which].shape
-                return like[layer][which].new_zeros((1, shape[1], width, shape[3]))
-            t = cache[layer][which]
-            return t if length == width else torch.nn.functional.pad(t, (0, 0, width - length, 0))
-
-        layers = []
-        for layer in range(len(like)):
-            pair = []
-            for which in (0, 1):
-                parts = [padded(prefix, layer, which) for prefix in distinct.values()]
-                pair.append((parts[0] if len(parts) == 1 else torch.cat(parts)).index_select(0, pick))
-            layers.append((pair[0], pair[1]))
+        none = [(keys[:1, :, :0], values[:1, :, :0]) for keys, values in like]  # no prefix: all padding
+        layers = _left_padded([none if cache is None else cache for _, cache in distinct.values()], width, pick)
         return _cache_from_tensors(layers), mask
 
     def _sharing_plan(self, kind: str, seqs: Sequence[list[int]]) -> list[tuple[list[int], int, Any]]:

@@ -285,6 +285,18 @@ def test_every_link_and_path_leads_somewhere(page):
             assert (REPO / variant).exists(), f"{page.name}: `{code}`: {variant} is not in the repository"
 
 
+def test_a_contents_list_names_every_section():
+    """A page that opens with a list of its sections (docs/measurements.md) lists each one, in order."""
+    pages = 0
+    for page in PAGES:
+        text = re.sub(r"```.*?```", "", page.read_text(encoding="utf-8"), flags=re.S)
+        listed = re.findall(r"^- \[[^\]]+\]\(#([^)]+)\)$", text, re.M)
+        if listed:
+            pages += 1
+            sections = [_slug(m.group(1)) for m in re.finditer(r"^##\s+(.*)$", text, re.M)]
+            assert listed == sections, f"{page.name}: the contents list and the sections differ"
+    assert pages, "no page has a contents list"
+
 def test_the_readme_is_a_front_page():
     text = (REPO / "README.md").read_text(encoding="utf-8")
     assert len(text.splitlines()) < 150

@@ -919,6 +919,19 @@ def test_left_aligned_moves_padding_to_the_left() -> None:
     assert torch.equal(k[1], keys[1]) and torch.equal(v, k + 100)
 
 
+def test_left_padded_stacks_caches_of_several_widths_and_picks_rows() -> None:
+    from offline_eval.runtime.transformers_judge import _left_padded
+
+    long = torch.arange(1 * 2 * 3 * 1, dtype=torch.float32).view(1, 2, 3, 1) + 1  # one row, 3 positions
+    short = torch.full((2, 2, 1, 1), 7.0)  # two rows, 1 position
+    none = long[:1, :, :0]  # a row with no positions: all padding
+    pick = torch.tensor([2, 0, 2, 3])
+    (keys, values), = _left_padded([[(long, -long)], [(short, -short)], [(none, none)]], 3, pick)
+    assert keys.shape == values.shape == (4, 2, 3, 1)
+    assert keys[:, 0, :, 0].tolist() == [[0, 0, 7], [1, 2, 3], [0, 0, 7], [0, 0, 0]]  # padding on the left
+    assert torch.equal(values, -keys)
+
+
 def test_bfloat16_judge_gives_the_same_bits_at_any_batch_size(model_dir: Path) -> None:
     """Verdicts sharing contexts, scored one by one, in batches of 3 and all at once (shared prefixes,
     length buckets, stitched caches), and greedy completions: equal to the last bit in bfloat16."""
