@@ -297,6 +297,7 @@ def test_a_contents_list_names_every_section():
             assert listed == sections, f"{page.name}: the contents list and the sections differ"
     assert pages, "no page has a contents list"
 
+
 def test_the_readme_is_a_front_page():
     text = (REPO / "README.md").read_text(encoding="utf-8")
     assert len(text.splitlines()) < 150
