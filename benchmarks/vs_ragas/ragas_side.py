@@ -84,8 +84,13 @@ def main() -> int:
     calls = {"n": 0}
     original = pipe.__class__.__call__
 
+    progress = args.out + ".progress"  # a line per 25 judge calls, to follow a run of hours
+
     def counting(self, *a, **k):  # count judge generations (one per prompt)
         calls["n"] += 1
+        if calls["n"] % 25 == 0:
+            with open(progress, "a", encoding="utf-8") as f:
+                f.write(f"{calls['n']} calls started at {time.perf_counter() - t0:.0f} s\n")
         return original(self, *a, **k)
 
     pipe.__class__.__call__ = counting
