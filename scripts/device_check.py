@@ -71,7 +71,7 @@ def build_models(root: Path, shapes: dict, corpus: list[str], device: str) -> Pa
 
     gpu = device.startswith("cuda")
     started = time.perf_counter()
-    judge = tiny_models.build_judge(root / "judge", corpus=corpus, vocab_size=shapes["judge_vocab"],
+    judge = tiny_models.build_judge(root / "judge", corpus=corpus, tokenizer_vocab=shapes["judge_vocab"],
                                     dtype=torch.bfloat16 if gpu else None, device=device if gpu else "cpu",
                                     **shapes["judge"])
     hhem = tiny_models.build_hhem(root / "hhem", corpus=corpus, **shapes["hhem"])
@@ -84,7 +84,9 @@ def build_models(root: Path, shapes: dict, corpus: list[str], device: str) -> Pa
 
 
 def measure(manifest: Path, data: Path, device: str, batch_sizes: list[int], rows: int, per_row_rows: int,
-            max_tokens: int, workdir: Path) -> list[dict]:
+            max_tokens: int, workdir: Path, report=lambda results: None, deadline: float | None = None) -> list[dict]:
+    """Each measurement is handed to ``report`` as soon as it ends, so a run stopped at its time limit keeps
+    what it measured; none starts after ``deadline`` (a ``time.perf_counter()`` value)."""
     import torch
 
     from throughput import Timed
@@ -112,6 +114,9 @@ def measure(manifest: Path, data: Path, device: str, batch_sizes: list[int], row
     plan += [("batched", batch_sizes[0], per_row_rows), ("per-row", batch_sizes[0], per_row_rows)]
     results = []
     for mode, size, n in plan:
+        if deadline is not None and time.perf_counter() > deadline:
+            print(f"{mode:>8} batch {size:>4}, {n} rows: skipped, past the deadline", file=sys.stderr, flush=True)
+            continue
         timed = Models()
         wrappers = {}
         for role, backend in backends.items():
@@ -136,6 +141,7 @@ def measure(manifest: Path, data: Path, device: str, batch_sizes: list[int], row
                "backend_calls": out.stats["backend_calls"],
                "unscored": {m: s["n_unscored"] for m, s in out.summary["metrics"].items() if s["n_unscored"]}}
         results.append(row)
+        report(results)
         print(f"{mode:>8} batch {size:>4}, {n} rows: {row['rows_per_s']} rows/s, {wall:.1f} s, outside models "
               f"{row['outside_models_share']:.0%}", file=sys.stderr, flush=True)
     return results
@@ -172,6 +178,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--per-row-rows", type=int, default=64)
     p.add_argument("--batch-sizes", default="10,64,256")
     p.add_argument("--max-tokens", type=int, default=128)
+    p.add_argument("--deadline-s", type=float, default=None,
+                   help="start no measurement later than this many seconds after launch (the rest are skipped)")
     args = p.parse_args(argv)
 
     import torch
@@ -187,6 +195,8 @@ def main(argv: list[str] | None = None) -> int:
             "torch": torch.__version__, "transformers": transformers.__version__,
             "python": platform.python_version(), "max_tokens": args.max_tokens,
             "command": "python scripts/device_check.py " + " ".join(argv if argv is not None else sys.argv[1:])}
+    launched = time.perf_counter()
+    deadline = None if args.deadline_s is None else launched + args.deadline_s
     with tempfile.TemporaryDirectory(prefix="device-check-") as tmp:
         root = Path(tmp)
         os.environ.setdefault("OFFLINE_EVAL_HASHES", str(root / "hashes.sqlite"))
@@ -194,7 +204,8 @@ def main(argv: list[str] | None = None) -> int:
         manifest = build_models(root, shapes, corpus, args.device)
         results = measure(manifest, root / "data.jsonl", args.device,
                           [int(x) for x in args.batch_sizes.split(",")], args.rows,
-                          min(args.per_row_rows, args.rows), args.max_tokens, root / "runs")
+                          min(args.per_row_rows, args.rows), args.max_tokens, root / "runs",
+                          report=lambda done: write(args.out, meta, done), deadline=deadline)
     write(args.out, meta, results)
     print(f"device_check: wrote {args.out / 'device_check.md'}", file=sys.stderr)
     return 0

@@ -26,10 +26,12 @@ WORDS = ["the", "a", "is", "of", "in", "and", "to", "what", "how", "paris", "fra
          "days", "week", "policy", "staff", "?", ".", ",", ":"]
 
 
-def build_judge(folder: Path, seed: int = 1234, *, corpus: list[str] | None = None, vocab_size: int = 400,
+def build_judge(folder: Path, seed: int = 1234, *, corpus: list[str] | None = None, tokenizer_vocab: int = 400,
                 dtype: torch.dtype | None = None, device: str = "cpu", **shape) -> Path:
     """A Llama-architecture judge; ``shape`` overrides the tiny config (``scripts/device_check.py``
-    builds one of Qwen2.5-7B's size this way), ``corpus`` adds tokenizer training text."""
+    builds one of Qwen2.5-7B's size this way: its ``vocab_size`` sizes the model's embedding and output
+    layers, which may be larger than the ``tokenizer_vocab`` tokens trained), ``corpus`` adds tokenizer
+    training text."""
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
     from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
 
@@ -37,7 +39,7 @@ def build_judge(folder: Path, seed: int = 1234, *, corpus: list[str] | None = No
     tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     tok.decoder = decoders.ByteLevel()
     tok.train_from_iterator(JUDGE_CORPUS + list(corpus or []), trainer=trainers.BpeTrainer(
-        vocab_size=vocab_size, special_tokens=JUDGE_SPECIALS, show_progress=False,
+        vocab_size=tokenizer_vocab, special_tokens=JUDGE_SPECIALS, show_progress=False,
         initial_alphabet=pre_tokenizers.ByteLevel.alphabet()))
     fast = PreTrainedTokenizerFast(tokenizer_object=tok, bos_token="<s>", eos_token="</s>", pad_token="<pad>",
                                    additional_special_tokens=JUDGE_SPECIALS[3:])

@@ -37,3 +37,29 @@ def test_device_check_refuses_a_missing_gpu(tmp_path):
     done = subprocess.run(["bash", str(REPO / "scripts" / "device_check.sh"), str(tmp_path), "--device", "cuda:0"],
                           capture_output=True, text=True, env={**os.environ, "PYTHON": sys.executable}, timeout=120)
     assert done.returncode == 2 and "no CUDA device here" in done.stderr
+
+
+def test_device_check_builds_models_from_every_key_of_the_real_shapes(tmp_path):
+    """The real shapes size each model's vocabulary apart from its tokenizer's; the first GPU run (#32)
+    broke on that while the tiny rehearsal, which names no shape key, passed. Same keys, small values."""
+    sys.path.insert(0, str(REPO / "scripts"))
+    import device_check
+    from transformers import AutoConfig, AutoTokenizer
+
+    small = {"judge": dict(hidden_size=32, intermediate_size=64, num_hidden_layers=1, num_attention_heads=4,
+                           num_key_value_heads=2, vocab_size=1200, max_position_embeddings=2048,
+                           initializer_range=0.02),
+             "hhem": dict(d_model=32, d_kv=8, d_ff=64, num_layers=1, num_heads=4, vocab_size=900),
+             "embedder": dict(hidden_size=32, num_hidden_layers=1, num_attention_heads=4, intermediate_size=64,
+                              vocab_size=1100, max_position_embeddings=514),
+             "judge_vocab": 500}
+    real = device_check.SHAPES["real"]
+    assert {k: set(v) if isinstance(v, dict) else None for k, v in small.items()} == {
+        k: set(v) if isinstance(v, dict) else None for k, v in real.items()}
+    corpus = device_check.dataset(4, tmp_path / "data.jsonl")
+    manifest = device_check.build_models(tmp_path / "models", small, corpus, "cpu")
+    assert manifest.is_file()
+    judge = tmp_path / "models" / "judge"
+    assert AutoConfig.from_pretrained(judge).vocab_size == 1200
+    assert len(AutoTokenizer.from_pretrained(judge)) <= 500 + 10  # trained vocabulary plus special tokens
+    assert AutoConfig.from_pretrained(tmp_path / "models" / "hhem").vocab_size == 900
