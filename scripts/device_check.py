@@ -174,11 +174,13 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("out", type=Path, help="folder for device_check.json and device_check.md")
     p.add_argument("--device", default="cuda:0")
     p.add_argument("--tiny", action="store_true", help="tiny shapes (the CPU rehearsal)")
-    p.add_argument("--rows", type=int, default=256)
-    p.add_argument("--per-row-rows", type=int, default=64)
-    p.add_argument("--batch-sizes", default="10,64,256")
+    # The defaults fit a 15-minute device lease on an H200 (start included): 64 rows took 176 s at batch
+    # size 10 there (docs/measurements.md, "The GPU check on an NVIDIA H200").
+    p.add_argument("--rows", type=int, default=64)
+    p.add_argument("--per-row-rows", type=int, default=8)
+    p.add_argument("--batch-sizes", default="10,64")
     p.add_argument("--max-tokens", type=int, default=128)
-    p.add_argument("--deadline-s", type=float, default=None,
+    p.add_argument("--deadline-s", type=float, default=380,
                    help="start no measurement later than this many seconds after launch (the rest are skipped)")
     args = p.parse_args(argv)
 

@@ -3,7 +3,7 @@
 #
 #   bash scripts/device_check.sh --prepare                  # here: copy the few pure-Python packages the
 #                                                           # device machine lacks into .device-site/
-#   bash scripts/device_check.sh OUT_DIR --device cuda:0    # there (carry .device-site); about 8 minutes
+#   bash scripts/device_check.sh OUT_DIR --device cuda:0    # there (carry .device-site); about 8 minutes on an H200
 #   bash scripts/device_check.sh OUT_DIR --tiny --device cpu --rows 12   # the rehearsal CI runs
 #
 # Writes OUT_DIR/device_check.json and OUT_DIR/device_check.md; see scripts/device_check.py for what
