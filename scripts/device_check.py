@@ -197,8 +197,7 @@ def main(argv: list[str] | None = None) -> int:
             "torch": torch.__version__, "transformers": transformers.__version__,
             "python": platform.python_version(), "max_tokens": args.max_tokens,
             "command": "python scripts/device_check.py " + " ".join(argv if argv is not None else sys.argv[1:])}
-    launched = time.perf_counter()
-    deadline = None if args.deadline_s is None else launched + args.deadline_s
+    deadline = time.perf_counter() + args.deadline_s
     with tempfile.TemporaryDirectory(prefix="device-check-") as tmp:
         root = Path(tmp)
         os.environ.setdefault("OFFLINE_EVAL_HASHES", str(root / "hashes.sqlite"))
