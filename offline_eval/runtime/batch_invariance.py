@@ -43,6 +43,7 @@ its own name with SDPA's mask format, so the model builds the same boolean masks
 from __future__ import annotations
 
 import functools
+from dataclasses import dataclass
 from typing import Any
 
 NAME = "offline_eval_row_exact"
@@ -114,31 +115,71 @@ def _row_layouts(mask: Any, batch: int, q_len: int, k_len: int, device: Any) -> 
     return layouts
 
 
+@dataclass
+class PackedRows:
+    """Several prompts' tokens run as one sequence (batch size one, no padding): segment ``s`` is
+    positions ``spans[s]`` of it and continues ``prefixes[s]``, its own prompt's key/value cache (one
+    ``(keys, values)`` pair a layer, batch size one) or None. Handed to the model as the keyword
+    ``packed_rows``, which transformers passes down to the attention; each segment then attends to its
+    prefix's keys and its own, causally, exactly as its row of a padded batch does. ``layers_seen``
+    counts the attention layers that read it, so a caller can tell that the model passed it on."""
+
+    spans: list[tuple[int, int]]
+    prefixes: list[Any]
+    layers_seen: int = 0
+
+
+def _attend(query: Any, key: Any, value: Any, hidden: Any, float32: bool) -> Any:
+    """One sequence's attention: ``query`` (1, heads, q_len, dim), already scaled, over ``key`` and
+    ``value`` (1, kv heads, keys, dim), ``hidden`` True where a query must not see a key (or None);
+    returns (q_len, heads, dim). The queries of a key/value head's group run as one product (no
+    per-head copy of the keys for grouped-query models); scores in the model's dtype, softmax in
+    float32, as transformers' eager attention computes them."""
+    import torch
+
+    _, heads, q_len, dim = query.shape
+    kv_heads = key.shape[1]
+    groups = heads // kv_heads
+    q = query.reshape(1, kv_heads, groups * q_len, dim)  # query head h = kv head h // groups
+    scores = _product(q, key.transpose(-1, -2), float32).view(1, kv_heads, groups, q_len, -1).float()
+    if hidden is not None:
+        scores.masked_fill_(hidden, float("-inf"))
+    probs = torch.softmax(scores, dim=-1).to(value.dtype)
+    rows = _blocked_product(probs.view(1, kv_heads, groups * q_len, -1), value, float32)
+    return rows.view(heads, q_len, dim).transpose(0, 1)
+
+
 def row_exact_attention(module: Any, query: Any, key: Any, value: Any, attention_mask: Any,
-                        scaling: float | None = None, dropout: float = 0.0, **kwargs: Any) -> tuple[Any, None]:
+                        scaling: float | None = None, dropout: float = 0.0, packed_rows: PackedRows | None = None,
+                        **kwargs: Any) -> tuple[Any, None]:
     """``(batch, q_len, heads, head_dim)`` attention output, as transformers' attention functions
-    return, each row computed as if it were alone (see the module docstring)."""
+    return, each row computed as if it were alone (see the module docstring), or with ``packed_rows``
+    each segment of the one packed row."""
     import torch
 
     batch, heads, q_len, dim = query.shape
-    kv_heads, k_len = key.shape[1], key.shape[2]
-    groups = heads // kv_heads
+    k_len = key.shape[2]
     scale = scaling if scaling is not None else dim ** -0.5
-    if attention_mask is not None and attention_mask.dtype != torch.bool:
-        raise TypeError(f"{NAME} expects a boolean attention mask, got {attention_mask.dtype}")
     out = query.new_empty((batch, q_len, heads, dim))
     float32 = getattr(module, FLOAT32_PRODUCTS, False)
     scaled = query * scale  # like eager attention's scaled scores; exact when the scale is a power of 2
+    if packed_rows is not None:
+        packed_rows.layers_seen += 1
+        layer = module.layer_idx
+        for (start, end), prefix in zip(packed_rows.spans, packed_rows.prefixes):
+            k, v = key[:, :, start:end], value[:, :, start:end]
+            if prefix is not None:
+                k, v = torch.cat([prefix[layer][0], k], dim=2), torch.cat([prefix[layer][1], v], dim=2)
+            own = end - start
+            hidden = _causal_hidden(own, k.shape[2], query.device) if own > 1 else None
+            out[0, start:end] = _attend(scaled[:, :, start:end], k, v, hidden, float32)
+        return out, None
+    if attention_mask is not None and attention_mask.dtype != torch.bool:
+        raise TypeError(f"{NAME} expects a boolean attention mask, got {attention_mask.dtype}")
     for b, (at, hidden) in enumerate(_row_layouts(attention_mask, batch, q_len, k_len, query.device)):
         k = key[b:b + 1, :, at] if isinstance(at, slice) else key[b:b + 1].index_select(2, at)
         v = value[b:b + 1, :, at] if isinstance(at, slice) else value[b:b + 1].index_select(2, at)
-        q = scaled[b:b + 1].reshape(1, kv_heads, groups * q_len, dim)  # query head h = kv head h // groups
-        scores = _product(q, k.transpose(-1, -2), float32).view(1, kv_heads, groups, q_len, -1).float()
-        if hidden is not None:
-            scores.masked_fill_(hidden, float("-inf"))
-        probs = torch.softmax(scores, dim=-1).to(v.dtype)
-        rows = _blocked_product(probs.view(1, kv_heads, groups * q_len, -1), v, float32)
-        out[b] = rows.view(heads, q_len, dim).transpose(0, 1)
+        out[b] = _attend(scaled[b:b + 1], k, v, hidden, float32)
     return out, None
 
 

@@ -30,20 +30,24 @@ Design points (see also :mod:`offline_eval.runtime.chat` for prompt and option r
   rounded to a multiple of 0.125, which turns P(Yes) into a handful of values (0.27, 0.29, 0.35, ...)
   and ties unrelated verdicts. When the recomputation does not match the model's own logits (an
   architecture that rescales them after the output layer), the model's logits are used.
-* **Shared prefixes, little padding** — evaluation prompts repeat themselves: every verdict on a
+* **Shared prefixes, no padding** — evaluation prompts repeat themselves: every verdict on a
   sample's claims re-reads the same retrieved contexts, every claim extraction the same instructions
   and example. A batch's prompts are grouped by common token prefix; a group's prefix is run once at
-  batch size one and its key/value cache copied to the members (the head all of a batch's groups
-  share, such as the system turn, is run once, and each group's prefix continues it); the rest of
-  each prompt runs in buckets of similar length cut across the groups (a row continues its own
-  group's prefix, so a forward call holds enough rows for the matrix products to run near full
-  speed), and the pieces' caches are stitched into one left-padded batch for decoding. The prefixes' caches outlive their batch (:class:`PrefixStore`):
-  a later prompt continues the longest beginning it shares with one of them. On a CPU, where prompt
-  processing is compute-bound, this is most of the work saved. With the kernels below, results equal
-  the plain computation bit for bit in bfloat16.
-  :meth:`TransformersJudge.batch_order` lets the engine put prompts that share a prefix into the
-  same batch. Models whose cache is not plain full attention (sliding windows) run each batch as
-  one padded pass.
+  batch size one and its key/value cache shared by the members (the head all of a batch's groups
+  share, such as the system turn, is run once, and each group's prefix continues it). The groups'
+  prefixes, and then the rest of each prompt, run together across the groups in forward calls of up
+  to :data:`TAIL_POSITIONS` positions, so the matrix products hold enough rows to run near full speed.
+  For verdicts, and for the prefixes, the rows of a call are *packed*: laid end to end as one
+  sequence, each attending to its own prefix and itself only (:class:`~offline_eval.runtime.
+  batch_invariance.PackedRows`), so no position is padding. A prompt to decode from runs in buckets of
+  similar length, left-padded, and the pieces' caches are stitched into one left-padded batch for
+  decoding. The prefixes' caches outlive their batch (:class:`PrefixStore`): a later prompt continues
+  the longest beginning it shares with one of them. On a CPU, where prompt processing is
+  compute-bound, this is most of the work saved. With the kernels below, results equal the plain
+  computation bit for bit in bfloat16. :meth:`TransformersJudge.batch_order` lets the engine put
+  prompts that share a prefix into the same batch. Models whose cache is not plain full attention
+  (sliding windows) run each batch as one padded pass, and a model whose attention does not take the
+  packed rows (checked once at load: :meth:`TransformersJudge._packing_works`) runs them padded.
 * **The same bits whatever the batch** (bfloat16 on a CPU): attention computed sequence by sequence
   over its own keys and linear layers that never run on a single row
   (:mod:`offline_eval.runtime.batch_invariance`), so a verdict or a completion does not depend on the
@@ -63,7 +67,8 @@ from typing import Any, NamedTuple
 
 from offline_eval.engine.requests import Generate, ScoreOptions
 from offline_eval.runtime import chat
-from offline_eval.runtime.batch_invariance import float32_matmuls_pay, on_boundary, use_batch_invariant_kernels
+from offline_eval.runtime.batch_invariance import (PackedRows, float32_matmuls_pay, on_boundary,
+                                                   use_batch_invariant_kernels)
 from offline_eval.runtime.base import Backend, BackendUnavailable
 from offline_eval.runtime.identity import content_fingerprint
 
@@ -72,10 +77,11 @@ from offline_eval.runtime.identity import content_fingerprint
 # copy) than it saves.
 MIN_SHARED_PREFIX = 16
 
-# Positions a forward call over prompt tails may hold (rows x longest tail): enough rows for the
-# matrix products to run near the CPU's full speed (on an AVX2 EPYC, 16 rows of the bench judge's
-# MLP run at a quarter of the speed of 512, 157 rows at 60%), while the prefix caches copied to every
-# row stay within what a group of the batch's prompts sharing the longest prefix would take.
+# Positions a forward call over prompt tails may hold (packed: the rows' tokens; padded: rows x the
+# longest tail): enough rows for the matrix products to run near the CPU's full speed (on an AVX2
+# EPYC, 16 rows of the bench judge's MLP run at a quarter of the speed of 512, 157 rows at 60%),
+# while the prefix caches copied to every padded row stay within what a group of the batch's prompts
+# sharing the longest prefix would take.
 TAIL_POSITIONS = 1024
 
 
@@ -148,6 +154,21 @@ def length_buckets(items: Sequence[int], lengths: Sequence[int], slack: float = 
             buckets.append([items[k]])
             total = lengths[k]
     return buckets
+
+
+def packs(lengths: Sequence[int], limit: int) -> list[list[int]]:
+    """Consecutive runs of indices whose ``lengths`` add up to at most ``limit`` (a longer one alone):
+    the rows one packed forward call holds (:class:`~offline_eval.runtime.batch_invariance.PackedRows`)."""
+    runs: list[list[int]] = []
+    total = 0
+    for i, n in enumerate(lengths):
+        if runs and total + n <= limit:
+            runs[-1].append(i)
+            total += n
+        else:
+            runs.append([i])
+            total = n
+    return runs
 
 
 class PrefixStore:
@@ -348,7 +369,7 @@ class TransformersJudge(Backend):
         self.model.eval()
         wanted = float32_matmuls_pay(self.model) if float32_matmuls is None else float32_matmuls
         self.float32_matmuls = bool(wanted) and self.model.dtype == torch.bfloat16
-        use_batch_invariant_kernels(self.model, self.float32_matmuls)
+        row_exact = use_batch_invariant_kernels(self.model, self.float32_matmuls)
         self._head = self.model.get_output_embeddings()
         self._head_input: Any = None  # set by the hook on every forward pass
         if self._head is not None:
@@ -372,6 +393,7 @@ class TransformersJudge(Backend):
         self.identify({"main": content_fingerprint(source)}, {"dtype": dtype_name, **products})
         self._option_cache: dict[tuple[str, ...], dict[str, tuple[int, ...]]] = {}
         self.work = PrefillWork()
+        self.packing = self._ragged and row_exact and self._packing_works()
 
     # ------------------------------------------------------------------------------------------
     # setup helpers
@@ -467,12 +489,13 @@ class TransformersJudge(Backend):
         once at batch size one, continuing the longest prefix of it computed before (the head all
         groups share, or a prefix of an earlier batch kept in :attr:`prefixes`), and its cache copied
         to each member (:meth:`_sharing_plan`). The tails (the whole prompt for prompts that share
-        nothing) of all groups run together in buckets of similar length, so little compute goes to
-        padding, each of up to :data:`TAIL_POSITIONS` positions, each row continuing its own group's
-        prefix (:meth:`_continued`). The pieces' caches are then left-padded to one width:
-        each row reads ``[padding][prefix][padding][tail]`` with the padding masked, and positions
-        count real tokens only, so a row's result does not depend on the rows beside it. The work is
-        counted in :attr:`work` under ``kind``.
+        nothing) of all groups run together in calls of up to :data:`TAIL_POSITIONS` positions, each
+        row continuing its own group's prefix. Without ``keep_cache`` (verdicts) a call's rows are
+        packed into one sequence (:meth:`_packed`). Otherwise they run in buckets of similar length,
+        left-padded (:meth:`_continued`), and the pieces' caches are then left-padded to one width:
+        each row reads ``[padding][prefix][padding][tail]`` with the padding masked. Either way
+        positions count real tokens only, so a row's result does not depend on the rows beside it.
+        The work is counted in :attr:`work` under ``kind``.
         """
         started = time.perf_counter()
         try:
@@ -512,6 +535,11 @@ class TransformersJudge(Backend):
             for i in group:
                 prefix_of[i] = (shared, cache)
         tails = [len(seq) - prefix[0] for seq, prefix in zip(seqs, prefix_of)]
+        if self.packing and not keep_cache:  # no cache to stitch for decoding: the tails run packed
+            outs = [self._packed(kind, [(seqs[i][prefix_of[i][0]:], prefix_of[i]) for i in run], keep_cache=False)
+                    for run in packs(tails, TAIL_POSITIONS)]
+            return _Prefill(torch.cat([logits for logits, _, _ in outs]),
+                            torch.cat([hidden for _, hidden, _ in outs]), None, None, None)
         pieces: list[tuple[list[int], Any, Any, Any, Any, Any]] = []  # rows, logits, cache, mask, positions, hidden
         for bucket in length_buckets(list(range(len(seqs))), tails, limit=TAIL_POSITIONS):
             out, mask, positions = self._continued(
@@ -554,6 +582,61 @@ class TransformersJudge(Backend):
                             position_ids=positions, past_key_values=cache, use_cache=keep_cache,
                             logits_to_keep=1)
         return out, mask, positions
+
+    def _packed(self, kind: str, rows: Sequence[tuple[Sequence[int], tuple[int, Any]]],
+                keep_cache: bool) -> tuple[Any, Any, list[list[tuple[Any, Any]]] | None]:
+        """One forward call over ``rows`` of ``(tokens, prefix)`` packed into a single sequence with no
+        padding, each row's tokens continuing its own prefix (length, per-layer cache or None) at the
+        positions after it (:class:`PackedRows`). Returns each row's last-position logits and output
+        layer input (rows, vocab) and (rows, hidden), and with ``keep_cache`` each row's per-layer
+        cache, its prefix's positions followed by its tokens'. The same bits as :meth:`_continued`."""
+        import torch
+
+        spans: list[tuple[int, int]] = []
+        positions: list[int] = []
+        for tokens, (start, _) in rows:
+            at = spans[-1][1] if spans else 0
+            spans.append((at, at + len(tokens)))
+            positions.extend(range(start, start + len(tokens)))
+        packed = PackedRows(spans, [cache for _, (_, cache) in rows])
+        ids = torch.tensor([[t for tokens, _ in rows for t in tokens]], dtype=torch.long, device=self.device)
+        ends = torch.tensor([end - 1 for _, end in spans], dtype=torch.long, device=self.device)
+        out = self._forward(kind, ids, ids.shape[1], position_ids=torch.tensor([positions], device=self.device),
+                            use_cache=keep_cache, logits_to_keep=ends, packed_rows=packed)
+        if packed.layers_seen != self._layers:
+            raise RuntimeError(f"the model's attention read the packed rows in {packed.layers_seen} of "
+                               f"{self._layers} layers")
+        caches = None
+        if keep_cache:
+            layers = _cache_tensors(out.past_key_values)
+            caches = [[(keys[:, :, a:b].clone() if prefix is None else torch.cat([prefix[n][0], keys[:, :, a:b]], 2),
+                        values[:, :, a:b].clone() if prefix is None else torch.cat([prefix[n][1], values[:, :, a:b]], 2))
+                       for n, (keys, values) in enumerate(layers)]
+                      for (a, b), prefix in zip(spans, packed.prefixes)]
+        return out.logits[0], self._head_input[0], caches
+
+    def _packing_works(self) -> bool:
+        """Whether rows packed into one sequence (:meth:`_packed`) give what the same rows padded side by
+        side give (:meth:`_continued`) on this model: its attention must receive the packed rows in
+        every layer and its positions come from ``position_ids``. Checked once, on two short prompts
+        continuing a shared prefix."""
+        import torch
+
+        self._layers = self.model.config.get_text_config().num_hidden_layers
+        vocab = self.model.get_input_embeddings().num_embeddings
+        head, tails = [1, 2, 3, 4], [[5, 6, 7], [8, 9, 10, 11, 12]]
+        if vocab <= max(max(t) for t in tails):
+            return False
+        with torch.inference_mode():
+            try:
+                _, _, (prefix,) = self._packed("probe", [(head, (0, None))], keep_cache=True)
+                logits, _, _ = self._packed("probe", [(t, (len(head), prefix)) for t in tails], keep_cache=False)
+                padded, _, _ = self._continued("probe", [(t, (len(head), prefix)) for t in tails], keep_cache=False)
+            except (RuntimeError, TypeError, ValueError, IndexError):
+                return False
+            finally:
+                self.work = PrefillWork()
+        return bool(torch.allclose(logits.float(), padded.logits[:, -1, :].float(), rtol=1e-3, atol=1e-3))
 
     def _stitched_prefixes(self, prefixes: Sequence[tuple[int, Any]]) -> tuple[Any, Any]:
         """The key/value cache a call's rows continue, and the mask of its positions: row ``r`` reads
@@ -629,6 +712,16 @@ class TransformersJudge(Backend):
                 continue
             pending.append((which, start, before))
         lengths = [wanted[which][1] - start for which, start, _ in pending]
+        if self.packing:
+            for run in packs(lengths, TAIL_POSITIONS):
+                rows = [pending[j] for j in run]
+                _, _, own = self._packed(kind, [(wanted[which][0][start:wanted[which][1]], (start, before))
+                                                for which, start, before in rows], keep_cache=True)
+                for (which, _, _), layers in zip(rows, own):
+                    seq, end, _ = wanted[which]
+                    self.prefixes.put(tuple(seq[:end]), layers)
+                    caches[which] = layers
+            return caches
         for bucket in length_buckets(list(range(len(pending))), lengths, limit=TAIL_POSITIONS):
             rows = [pending[j] for j in bucket]
             out, mask, _ = self._continued(kind, [(wanted[which][0][start:wanted[which][1]], (start, before))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -576,14 +577,15 @@ def test_the_judge_accounts_for_its_prompt_processing(model_dir: Path) -> None:
     assert 1 <= shared_judge.work.decoded_tokens <= 5
 
 
-def _two_passages_one_batch(model_dir: Path) -> tuple[list[ScoreOptions], TransformersJudge, list[list[int]]]:
+def _two_passages_one_batch(model_dir: Path, float32_matmuls: bool = False
+                            ) -> tuple[list[ScoreOptions], TransformersJudge, list[list[int]]]:
     """Verdicts on two passages behind a system turn long enough to be shared, a bfloat16 judge taking
     them in one batch, and the prompts' token ids."""
     prompts = [messages(("system", "You are a meticulous evaluator. Answer with a single word: Yes or No."),
                         ("user", f"Context:\n{context}\n\nStatement: {claim}\nYes or No?"))
                for context in CONTEXTS for claim in CLAIMS]
     reqs = [ScoreOptions(prompt=p, options=("Yes", "No")) for p in prompts]
-    judge = TransformersJudge(str(model_dir), batch_size=len(reqs), dtype="bfloat16")
+    judge = TransformersJudge(str(model_dir), batch_size=len(reqs), dtype="bfloat16", float32_matmuls=float32_matmuls)
     return reqs, judge, [chat.encode_chat(judge.tokenizer, p) for p in prompts]
 
 
@@ -601,21 +603,55 @@ def test_the_head_every_group_shares_is_computed_once(model_dir: Path) -> None:
     prefixes = [shared_prefix_len([ids[i] for i in g]) for g in groups]
     tails = sum(len(ids[i]) - shared for g, shared in zip(groups, prefixes) for i in g)
     assert judge.work.computed_tokens["score_options"] == top + sum(p - top for p in prefixes) + tails
-    assert judge.work.forward_calls["score_options"] >= 1 + len(groups) + 1
+    assert judge.work.forward_calls["score_options"] == 3  # the head, the passages packed, the tails packed
     for req, batched in zip(reqs, got):
         alone = judge.score_options([req])[0]
         assert batched == pytest.approx(alone, abs=1e-6)
     assert len({round(r["Yes"], 6) for r in got}) > 3
 
 
+@pytest.mark.parametrize("float32_matmuls", [False, True], ids=["bfloat16-products", "float32-products"])
+def test_packed_rows_give_the_bits_of_padded_rows(model_dir: Path, float32_matmuls: bool) -> None:
+    """The judge packs the rows of a forward call into one sequence with no padding: the passages
+    continuing the system turn, then the tails continuing their passages (rows of both passages in one
+    call). No position is padding, and every verdict has the probabilities it has in padded rows (the
+    same bits on this CPU; 1e-6 holds on any) and alone, with either kind of matrix products."""
+    reqs, judge, ids = _two_passages_one_batch(model_dir, float32_matmuls)
+    assert judge.packing and judge.float32_matmuls == float32_matmuls
+    got = judge.score_options(reqs)
+    work = judge.work
+    assert work.padded_tokens["score_options"] == work.computed_tokens["score_options"]
+    _, padded, _ = _two_passages_one_batch(model_dir, float32_matmuls)
+    padded.packing = False
+    want = padded.score_options(reqs)
+    assert padded.work.padded_tokens["score_options"] > padded.work.computed_tokens["score_options"]
+    assert padded.work.computed_tokens["score_options"] == work.computed_tokens["score_options"]
+    for a, b in zip(got, want):
+        assert a == pytest.approx(b, abs=1e-6)
+    for req, batched in zip(reqs, got):
+        assert batched == pytest.approx(judge.score_options([req])[0], abs=1e-6)
+
+
+def test_a_model_whose_attention_ignores_packed_rows_is_not_packed(model_dir: Path) -> None:
+    """Packing is used only where the model's attention reads the packed rows: on transformers' own SDPA
+    attention (which would let every packed row see the others) the load-time check turns it off."""
+    _, judge, _ = _two_passages_one_batch(model_dir)
+    assert judge._packing_works()
+    judge.model.set_attn_implementation("sdpa")
+    assert not judge._packing_works()
+    assert judge.work.forward_calls == Counter()  # the checks leave no trace in the work counted
+
+
 def test_passages_and_the_tails_after_them_share_forward_calls(model_dir: Path) -> None:
-    """Two passages' prefixes continue the system turn in one forward call, and the tails after them
-    are cut by length, not by passage: one call holds rows that continue different prefixes (each row
-    its own, left-padded to the longest). Every verdict has the probabilities it has alone."""
+    """Unpacked (decoding's prompts, or a model that cannot be packed): two passages' prefixes continue
+    the system turn in one forward call, and the tails after them are cut by length, not by passage:
+    one call holds rows that continue different prefixes (each row its own, left-padded to the longest).
+    Every verdict has the probabilities it has alone."""
     from offline_eval.runtime.transformers_judge import (MIN_SHARED_PREFIX, TAIL_POSITIONS, length_buckets,
                                                          prefix_groups, shared_prefix_len)
 
     reqs, judge, ids = _two_passages_one_batch(model_dir)
+    judge.packing = False
     groups = prefix_groups(ids, len(ids))
     assert len(groups) == 2 and shared_prefix_len(ids) >= MIN_SHARED_PREFIX
     shared = {i: shared_prefix_len([ids[j] for j in g]) for g in groups for i in g}
@@ -693,6 +729,14 @@ def test_batch_order_puts_shared_prefixes_together(judge: TransformersJudge) -> 
     contexts = [next(c for c in CONTEXTS if c in reqs[i].prompt[-1][1]) for i in order]
     assert contexts == sorted(contexts, key=contexts.index)  # each context's prompts contiguous
     assert len(set(contexts[: len(CLAIMS)])) == 1
+
+
+def test_packs_are_consecutive_runs_within_the_limit() -> None:
+    from offline_eval.runtime.transformers_judge import packs
+
+    assert packs([3, 4, 2, 9, 1, 1], limit=9) == [[0, 1, 2], [3], [4, 5]]
+    assert packs([12, 2], limit=9) == [[0], [1]]  # a row longer than the limit runs alone
+    assert packs([], limit=9) == []
 
 
 def test_length_buckets_bound_padding() -> None:
