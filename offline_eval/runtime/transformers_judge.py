@@ -393,7 +393,7 @@ class TransformersJudge(Backend):
         self.identify({"main": content_fingerprint(source)}, {"dtype": dtype_name, **products})
         self._option_cache: dict[tuple[str, ...], dict[str, tuple[int, ...]]] = {}
         self.work = PrefillWork()
-        self.packing = self._ragged and row_exact and self._packing_works()
+        self.packing = self._ragged and row_exact and self._head is not None and self._packing_works()
 
     # ------------------------------------------------------------------------------------------
     # setup helpers
