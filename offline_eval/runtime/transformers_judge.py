@@ -712,30 +712,32 @@ class TransformersJudge(Backend):
                 continue
             pending.append((which, start, before))
         lengths = [wanted[which][1] - start for which, start, _ in pending]
-        if self.packing:
-            for run in packs(lengths, TAIL_POSITIONS):
-                rows = [pending[j] for j in run]
-                _, _, own = self._packed(kind, [(wanted[which][0][start:wanted[which][1]], (start, before))
-                                                for which, start, before in rows], keep_cache=True)
-                for (which, _, _), layers in zip(rows, own):
-                    seq, end, _ = wanted[which]
-                    self.prefixes.put(tuple(seq[:end]), layers)
-                    caches[which] = layers
-            return caches
-        for bucket in length_buckets(list(range(len(pending))), lengths, limit=TAIL_POSITIONS):
-            rows = [pending[j] for j in bucket]
-            out, mask, _ = self._continued(kind, [(wanted[which][0][start:wanted[which][1]], (start, before))
-                                                  for which, start, before in rows], keep_cache=True)
-            layers = _cache_tensors(out.past_key_values)
-            for r, (which, _, _) in enumerate(rows):
-                real = mask[r].nonzero().squeeze(1)
-                own = layers if len(rows) == 1 and len(real) == mask.shape[1] else [
-                    (keys[r:r + 1].index_select(2, real), values[r:r + 1].index_select(2, real))
-                    for keys, values in layers]
+        calls = packs(lengths, TAIL_POSITIONS) if self.packing else length_buckets(
+            list(range(len(pending))), lengths, limit=TAIL_POSITIONS)
+        for call in calls:
+            rows = [pending[j] for j in call]
+            pieces = [(wanted[which][0][start:wanted[which][1]], (start, before)) for which, start, before in rows]
+            for (which, _, _), own in zip(rows, self._prefix_rows(kind, pieces)):
                 seq, end, _ = wanted[which]
                 self.prefixes.put(tuple(seq[:end]), own)
                 caches[which] = own
         return caches
+
+    def _prefix_rows(self, kind: str, rows: Sequence[tuple[Sequence[int], tuple[int, Any]]]
+                     ) -> list[list[tuple[Any, Any]]]:
+        """One forward call over ``rows`` of ``(tokens, prefix)`` (packed, or padded where the judge does
+        not pack); each row's per-layer cache of its prefix's positions and its tokens', batch size one."""
+        if self.packing:
+            return self._packed(kind, rows, keep_cache=True)[2]
+        out, mask, _ = self._continued(kind, rows, keep_cache=True)
+        layers = _cache_tensors(out.past_key_values)
+        owns = []
+        for r in range(len(rows)):
+            real = mask[r].nonzero().squeeze(1)
+            owns.append(layers if len(rows) == 1 and len(real) == mask.shape[1] else [
+                (keys[r:r + 1].index_select(2, real), values[r:r + 1].index_select(2, real))
+                for keys, values in layers])
+        return owns
 
     def batch_order(self, requests: Sequence[Generate | ScoreOptions]) -> list[int]:
         """The order the engine should cut batches in: prompts sharing a prefix side by side (token
