@@ -43,7 +43,7 @@ its own name with SDPA's mask format, so the model builds the same boolean masks
 from __future__ import annotations
 
 import functools
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 NAME = "offline_eval_row_exact"
@@ -79,23 +79,26 @@ _layout_memo: list[Any] = [None, None]
 
 
 @functools.lru_cache(maxsize=8)
-def _causal_hidden(q_len: int, k_len: int, device: Any) -> Any:
-    """True where a query must not see a key: the last ``q_len`` of ``k_len`` positions, causally
-    (the same for every layer of a forward pass, so built once)."""
+def _causal_hide(q_len: int, k_len: int, device: Any) -> Any:
+    """What a causal mask adds to the scores of the last ``q_len`` of ``k_len`` positions: float32,
+    -inf where a query must not see a key, 0 elsewhere. Adding 0 leaves a score's bits as they are and
+    adding -inf gives what filling it through a boolean mask gives, several times faster."""
     import torch
 
-    return ~torch.ones((q_len, k_len), dtype=torch.bool, device=device).tril(k_len - q_len)
+    return torch.full((q_len, k_len), float("-inf"), device=device).triu(k_len - q_len + 1)
 
 
 def _row_layouts(mask: Any, batch: int, q_len: int, k_len: int, device: Any) -> list[tuple[Any, Any]]:
-    """Per row: the index of its real keys (a slice when they are contiguous) and a boolean
-    ``(q_len, n_keys)`` tensor, True where a query must not see a key (None when every query sees
-    every key).
+    """Per row: the index of its real keys (a slice when they are contiguous) and what to add to its
+    ``(q_len, n_keys)`` scores, -inf where a query must not see a key (None when every query sees
+    every key; :func:`_causal_hide`).
 
     A row's real keys are those some query attends to; a padding query that sees nothing is pointed
     at the first key, so no row of the softmax is empty (its output is never read)."""
+    import torch
+
     if mask is None:  # no padding: plain causal attention over every key
-        return [(slice(None), _causal_hidden(q_len, k_len, device) if q_len > 1 else None)] * batch
+        return [(slice(None), _causal_hide(q_len, k_len, device) if q_len > 1 else None)] * batch
     if _layout_memo[0] is mask:
         return _layout_memo[1]
     layouts = []
@@ -110,7 +113,7 @@ def _row_layouts(mask: Any, batch: int, q_len: int, k_len: int, device: Any) -> 
             continue
         own = own.clone()
         own[~own.any(1), 0] = True
-        layouts.append((at, ~own))
+        layouts.append((at, torch.zeros(own.shape, device=device).masked_fill_(~own, float("-inf"))))
     _layout_memo[0], _layout_memo[1] = mask, layouts
     return layouts
 
@@ -127,11 +130,30 @@ class PackedRows:
     spans: list[tuple[int, int]]
     prefixes: list[Any]
     layers_seen: int = 0
+    # The index of a layer computed at each segment's last position only (its keys and values at every
+    # position): the last layer, whose other positions nothing reads (:func:`last_layer_at_ends`).
+    ends_only_in: int | None = None
+    _ends: Any = None
+    _hides: dict[tuple[int, int], Any] = field(default_factory=dict)
+
+    def hide(self, q_len: int, k_len: int, device: Any) -> Any:
+        """:func:`_causal_hide` for a segment, built once for all the layers of the call."""
+        if (q_len, k_len) not in self._hides:
+            self._hides[q_len, k_len] = _causal_hide.__wrapped__(q_len, k_len, device)
+        return self._hides[q_len, k_len]
+
+    def ends(self, device: Any) -> Any:
+        """The segments' last positions, a tensor of indices into the packed sequence."""
+        import torch
+
+        if self._ends is None:
+            self._ends = torch.tensor([end - 1 for _, end in self.spans], dtype=torch.long, device=device)
+        return self._ends
 
 
-def _attend(query: Any, key: Any, value: Any, hidden: Any, float32: bool) -> Any:
+def _attend(query: Any, key: Any, value: Any, hide: Any, float32: bool) -> Any:
     """One sequence's attention: ``query`` (1, heads, q_len, dim), already scaled, over ``key`` and
-    ``value`` (1, kv heads, keys, dim), ``hidden`` True where a query must not see a key (or None);
+    ``value`` (1, kv heads, keys, dim), ``hide`` -inf where a query must not see a key (or None);
     returns (q_len, heads, dim). The queries of a key/value head's group run as one product (no
     per-head copy of the keys for grouped-query models); scores in the model's dtype, softmax in
     float32, as transformers' eager attention computes them."""
@@ -142,8 +164,8 @@ def _attend(query: Any, key: Any, value: Any, hidden: Any, float32: bool) -> Any
     groups = heads // kv_heads
     q = query.reshape(1, kv_heads, groups * q_len, dim)  # query head h = kv head h // groups
     scores = _product(q, key.transpose(-1, -2), float32).view(1, kv_heads, groups, q_len, -1).float()
-    if hidden is not None:
-        scores.masked_fill_(hidden, float("-inf"))
+    if hide is not None:
+        scores += hide
     probs = torch.softmax(scores, dim=-1).to(value.dtype)
     rows = _blocked_product(probs.view(1, kv_heads, groups * q_len, -1), value, float32)
     return rows.view(heads, q_len, dim).transpose(0, 1)
@@ -166,21 +188,121 @@ def row_exact_attention(module: Any, query: Any, key: Any, value: Any, attention
     if packed_rows is not None:
         packed_rows.layers_seen += 1
         layer = module.layer_idx
+        ends_only = packed_rows.ends_only_in == layer
+        if ends_only:  # the other positions' outputs are never read: zeros
+            out.zero_()
         for (start, end), prefix in zip(packed_rows.spans, packed_rows.prefixes):
             k, v = key[:, :, start:end], value[:, :, start:end]
             if prefix is not None:
                 k, v = torch.cat([prefix[layer][0], k], dim=2), torch.cat([prefix[layer][1], v], dim=2)
-            own = end - start
-            hidden = _causal_hidden(own, k.shape[2], query.device) if own > 1 else None
-            out[0, start:end] = _attend(scaled[:, :, start:end], k, v, hidden, float32)
+            first = end - 1 if ends_only else start  # a segment's last query sees all its keys
+            own = end - first
+            hide = packed_rows.hide(own, k.shape[2], query.device) if own > 1 else None
+            out[0, first:end] = _attend(scaled[:, :, first:end], k, v, hide, float32)
         return out, None
     if attention_mask is not None and attention_mask.dtype != torch.bool:
         raise TypeError(f"{NAME} expects a boolean attention mask, got {attention_mask.dtype}")
-    for b, (at, hidden) in enumerate(_row_layouts(attention_mask, batch, q_len, k_len, query.device)):
+    layouts = _row_layouts(attention_mask, batch, q_len, k_len, query.device)
+    if q_len == 1 and batch > 1 and query.dtype == torch.bfloat16 and not float32:
+        gathered = _one_query_layout(attention_mask, layouts, k_len, query.device)
+        if gathered is not None:  # a decoding step: all rows at once, each over its own keys
+            return _attend_one_query_each(scaled, key, value, *gathered), None
+    for b, (at, hide) in enumerate(layouts):
         k = key[b:b + 1, :, at] if isinstance(at, slice) else key[b:b + 1].index_select(2, at)
         v = value[b:b + 1, :, at] if isinstance(at, slice) else value[b:b + 1].index_select(2, at)
-        out[b] = _attend(scaled[b:b + 1], k, v, hidden, float32)
+        out[b] = _attend(scaled[b:b + 1], k, v, hide, float32)
     return out, None
+
+
+_one_query_memo: list[Any] = [None, None]
+
+
+def _one_query_layout(mask: Any, layouts: list[tuple[Any, Any]], k_len: int, device: Any) -> tuple[Any, Any] | None:
+    """For a decoding step (one query a row, each row's keys one contiguous run of the cache): the index
+    that gathers each row's keys to the front of ``width`` slots (``width`` a multiple of
+    :data:`KEY_BLOCK`), and what to add to the scores: ``(rows, 1, 1, width)`` float32, -inf at the slots
+    that hold none of them (they read the row's first key: finite, weighted 0), 0 elsewhere (adding 0
+    leaves a score's bits as they are; cheaper than filling through a mask). None when a row's keys are
+    not one run. Built once a forward pass (every layer has the same layout)."""
+    import torch
+
+    if mask is not None and _one_query_memo[0] is mask:
+        return _one_query_memo[1]
+    starts, counts = [], []
+    for at, hide in layouts:
+        if hide is not None or not isinstance(at, slice):
+            return None
+        start = at.start or 0
+        starts.append(start)
+        counts.append((k_len if at.stop is None else at.stop) - start)
+    width = -(-max(counts) // KEY_BLOCK) * KEY_BLOCK
+    slots = torch.arange(width, device=device)[None, :]
+    first = torch.tensor(starts, device=device)[:, None]
+    empty = slots >= torch.tensor(counts, device=device)[:, None]
+    hide = torch.zeros(empty.shape, dtype=torch.float32, device=device).masked_fill_(empty, float("-inf"))
+    gathered = (torch.where(empty, first, (first + slots).clamp(max=k_len - 1)), hide[:, None, None, :])
+    if mask is not None:
+        _one_query_memo[0], _one_query_memo[1] = mask, gathered
+    return gathered
+
+
+def _attend_one_query_each(scaled: Any, key: Any, value: Any, index: Any, hide: Any) -> Any:
+    """A decoding step's attention for all rows in one set of products: ``scaled`` (rows, heads, 1, dim)
+    over each row's keys gathered to the front of a whole number of :data:`KEY_BLOCK` slots
+    (:func:`_one_query_layout`), the empty slots masked. Each row gets the bits :func:`_attend` gives it
+    alone: its scores are the same dot products, the masked slots come after its keys (exact zeros at
+    the end of the softmax's sums), and the values are summed in the same blocks counted from its first
+    key (a block of empty slots adds exact zeros). Returns (rows, 1, heads, dim)."""
+    import torch
+
+    rows, heads, _, dim = scaled.shape
+    kv_heads, k_len, width = key.shape[1], key.shape[2], index.shape[1]
+    # each (row, head)'s keys are k_len consecutive vectors: take whole vectors, not single numbers
+    at = (torch.arange(rows * kv_heads, device=index.device).view(rows, kv_heads, 1) * k_len
+          + index[:, None, :]).view(-1)
+    keys = key.reshape(-1, dim).index_select(0, at).view(rows, kv_heads, width, dim)
+    values = value.reshape(-1, dim).index_select(0, at).view(rows, kv_heads, width, dim)
+    q = scaled.reshape(rows, kv_heads, heads // kv_heads, dim)  # query head h = kv head h // groups
+    scores = torch.matmul(q, keys.transpose(-1, -2)).float() + hide
+    probs = torch.softmax(scores, dim=-1).to(values.dtype)
+    return _blocked_product(probs, values).reshape(rows, 1, heads, dim)
+
+
+# The parts of a pre-norm decoder layer (Llama, Mistral, Qwen2 and their like): the only layers
+# :func:`last_layer_at_ends` computes in part.
+PRE_NORM_LAYER = frozenset({"self_attn", "mlp", "input_layernorm", "post_attention_layernorm"})
+
+
+def last_layer_at_ends(model: Any) -> bool:
+    """Let a packed forward call (:class:`PackedRows` with ``ends_only_in`` set to the last layer's
+    index) compute the model's last decoder layer at each segment's last position only: its keys and
+    values at every position (the cache a later row continues), its attention, MLP and residual stream
+    at the positions whose output is read. Every other position's work in that layer is wasted on a
+    verdict or a prefix: about one layer in the model's depth. A row's result keeps its bits (the rows of
+    these products do not interact; the attention of one query over all a segment's keys is the last
+    row of the segment's). Only for pre-norm layers made of :data:`PRE_NORM_LAYER`; returns whether the
+    last layer takes it."""
+    decoder = model.get_decoder() if hasattr(model, "get_decoder") else None
+    layers = getattr(decoder, "layers", None)
+    if not layers:
+        return False
+    last = layers[-1]
+    attention = getattr(last, "self_attn", None)
+    if {name for name, _ in last.named_children()} != PRE_NORM_LAYER or not hasattr(attention, "layer_idx"):
+        return False
+    whole = last.forward
+
+    def at_ends(hidden_states: Any, *args: Any, **kwargs: Any) -> Any:
+        packed = kwargs.get("packed_rows")
+        if args or packed is None or packed.ends_only_in != attention.layer_idx:
+            return whole(hidden_states, *args, **kwargs)
+        attended, _ = attention(hidden_states=last.input_layernorm(hidden_states), **kwargs)
+        ends = packed.ends(hidden_states.device)
+        state = hidden_states[:, ends] + attended[:, ends]
+        return state + last.mlp(last.post_attention_layernorm(state))
+
+    last.forward = at_ends
+    return True
 
 
 # Keys per block of the product of attention weights and values (see _blocked_product).

@@ -67,8 +67,8 @@ from typing import Any, NamedTuple
 
 from offline_eval.engine.requests import Generate, ScoreOptions
 from offline_eval.runtime import chat
-from offline_eval.runtime.batch_invariance import (PackedRows, float32_matmuls_pay, on_boundary,
-                                                   use_batch_invariant_kernels)
+from offline_eval.runtime.batch_invariance import (PackedRows, float32_matmuls_pay, last_layer_at_ends,
+                                                   on_boundary, use_batch_invariant_kernels)
 from offline_eval.runtime.base import Backend, BackendUnavailable
 from offline_eval.runtime.identity import content_fingerprint
 
@@ -393,7 +393,12 @@ class TransformersJudge(Backend):
         self.identify({"main": content_fingerprint(source)}, {"dtype": dtype_name, **products})
         self._option_cache: dict[tuple[str, ...], dict[str, tuple[int, ...]]] = {}
         self.work = PrefillWork()
+        self._layers = self.model.config.get_text_config().num_hidden_layers
+        self.last_layer_at_ends = row_exact and self._ragged and last_layer_at_ends(self.model)
         self.packing = self._ragged and row_exact and self._head is not None and self._packing_works()
+        if self.last_layer_at_ends and not self.packing:  # packed rows are checked with it: try without
+            self.last_layer_at_ends = False
+            self.packing = self._ragged and row_exact and self._head is not None and self._packing_works()
 
     # ------------------------------------------------------------------------------------------
     # setup helpers
@@ -490,10 +495,12 @@ class TransformersJudge(Backend):
         groups share, or a prefix of an earlier batch kept in :attr:`prefixes`), and its cache copied
         to each member (:meth:`_sharing_plan`). The tails (the whole prompt for prompts that share
         nothing) of all groups run together in calls of up to :data:`TAIL_POSITIONS` positions, each
-        row continuing its own group's prefix. Without ``keep_cache`` (verdicts) a call's rows are
-        packed into one sequence (:meth:`_packed`). Otherwise they run in buckets of similar length,
-        left-padded (:meth:`_continued`), and the pieces' caches are then left-padded to one width:
-        each row reads ``[padding][prefix][padding][tail]`` with the padding masked. Either way
+        row continuing its own group's prefix. A call's rows are packed into one sequence
+        (:meth:`_packed`); with ``keep_cache`` (decoding's prompts) each row's own cache, its prefix and
+        its tail, is then left-padded to the longest row's (:meth:`_stacked_rows`). A judge that cannot
+        pack runs them in buckets of similar length, left-padded (:meth:`_continued`), and the pieces'
+        caches are left-padded to one width: each row reads ``[padding][prefix][padding][tail]`` with
+        the padding masked. Either way
         positions count real tokens only, so a row's result does not depend on the rows beside it.
         The work is counted in :attr:`work` under ``kind``.
         """
@@ -535,11 +542,15 @@ class TransformersJudge(Backend):
             for i in group:
                 prefix_of[i] = (shared, cache)
         tails = [len(seq) - prefix[0] for seq, prefix in zip(seqs, prefix_of)]
-        if self.packing and not keep_cache:  # no cache to stitch for decoding: the tails run packed
-            outs = [self._packed(kind, [(seqs[i][prefix_of[i][0]:], prefix_of[i]) for i in run], keep_cache=False)
+        if self.packing:  # the tails run packed; a cache to decode from is stacked from the rows' own
+            outs = [self._packed(kind, [(seqs[i][prefix_of[i][0]:], prefix_of[i]) for i in run], keep_cache)
                     for run in packs(tails, TAIL_POSITIONS)]
-            return _Prefill(torch.cat([logits for logits, _, _ in outs]),
-                            torch.cat([hidden for _, hidden, _ in outs]), None, None, None)
+            logits = torch.cat([logits for logits, _, _ in outs])
+            hidden = torch.cat([hidden for _, hidden, _ in outs])
+            if not keep_cache:
+                return _Prefill(logits, hidden, None, None, None)
+            return _Prefill(logits, hidden, *self._stacked_rows([own for _, _, caches in outs for own in caches],
+                                                                 [len(seq) for seq in seqs]))
         pieces: list[tuple[list[int], Any, Any, Any, Any, Any]] = []  # rows, logits, cache, mask, positions, hidden
         for bucket in length_buckets(list(range(len(seqs))), tails, limit=TAIL_POSITIONS):
             out, mask, positions = self._continued(
@@ -561,6 +572,21 @@ class TransformersJudge(Backend):
         positions = torch.cat([p[4] for p in pieces])
         return _Prefill(logits, hidden, _cache_from_tensors(layers), mask.index_select(0, back),
                         positions.index_select(0, back))
+
+    def _stacked_rows(self, caches: Sequence[list[tuple[Any, Any]]], lengths: Sequence[int]) -> tuple[Any, Any, Any]:
+        """Rows' own caches (per layer, batch size one, ``lengths[r]`` positions) as one cache to decode
+        from, each row left-padded to the longest, with its attention mask and the position of its last
+        token: the layout :func:`_left_aligned` gives a padded batch, each row's keys one run at the end."""
+        import torch
+
+        width = max(lengths)
+        pick = torch.arange(len(caches), device=self.device)
+        layers = _left_padded(caches, width, pick)
+        mask = torch.zeros((len(caches), width), dtype=torch.long, device=self.device)
+        for r, length in enumerate(lengths):
+            mask[r, width - length:] = 1
+        last = torch.tensor([[length - 1] for length in lengths], dtype=torch.long, device=self.device)
+        return _cache_from_tensors(layers), mask, last
 
     def _continued(self, kind: str, rows: Sequence[tuple[Sequence[int], tuple[int, Any]]],
                    keep_cache: bool) -> tuple[Any, Any, Any]:
@@ -598,11 +624,13 @@ class TransformersJudge(Backend):
             at = spans[-1][1] if spans else 0
             spans.append((at, at + len(tokens)))
             positions.extend(range(start, start + len(tokens)))
-        packed = PackedRows(spans, [cache for _, (_, cache) in rows])
+        packed = PackedRows(spans, [cache for _, (_, cache) in rows],
+                            ends_only_in=self._layers - 1 if self.last_layer_at_ends else None)
         ids = torch.tensor([[t for tokens, _ in rows for t in tokens]], dtype=torch.long, device=self.device)
-        ends = torch.tensor([end - 1 for _, end in spans], dtype=torch.long, device=self.device)
+        # with the last layer at the rows' ends only, its output is those positions already
+        keep = 0 if self.last_layer_at_ends else packed.ends(self.device)
         out = self._forward(kind, ids, ids.shape[1], position_ids=torch.tensor([positions], device=self.device),
-                            use_cache=keep_cache, logits_to_keep=ends, packed_rows=packed)
+                            use_cache=keep_cache, logits_to_keep=keep, packed_rows=packed)
         if packed.layers_seen != self._layers:
             raise RuntimeError(f"the model's attention read the packed rows in {packed.layers_seen} of "
                                f"{self._layers} layers")
@@ -622,7 +650,6 @@ class TransformersJudge(Backend):
         continuing a shared prefix."""
         import torch
 
-        self._layers = self.model.config.get_text_config().num_hidden_layers
         vocab = self.model.get_input_embeddings().num_embeddings
         head, tails = [1, 2, 3, 4], [[5, 6, 7], [8, 9, 10, 11, 12]]
         if vocab <= max(max(t) for t in tails):

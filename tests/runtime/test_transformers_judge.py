@@ -161,6 +161,7 @@ def test_greedy_matches_unbatched_reference_and_is_batch_invariant(model_dir: Pa
 def test_greedy_eager_attention_also_batch_invariant(model_dir: Path) -> None:
     judge = TransformersJudge(str(model_dir), batch_size=8)
     judge.model.config._attn_implementation = "eager"
+    judge.packing = False  # decided at load: packed rows need the row-exact attention
     reqs = [Generate(prompt=p, sampling=Sampling(max_tokens=6)) for p in PROMPTS]
     batched = judge.generate(reqs)
     judge.batch_size = 1
@@ -632,6 +633,67 @@ def test_packed_rows_give_the_bits_of_padded_rows(model_dir: Path, float32_matmu
         assert batched == pytest.approx(judge.score_options([req])[0], abs=1e-6)
 
 
+@pytest.mark.parametrize("float32_matmuls", [False, True], ids=["bfloat16-products", "float32-products"])
+def test_packed_prompts_decode_the_tokens_of_padded_prompts(model_dir: Path, float32_matmuls: bool) -> None:
+    """Decoding's prompts run packed too, each row's cache then stacked left-padded: no position of the
+    prefill is padding, and every row decodes the tokens it decodes from padded prompts, and alone."""
+    prompts = _verdict_prompts()
+    reqs = [Generate(prompt=p, sampling=Sampling(max_tokens=12)) for p in prompts]
+
+    def bfloat16_judge() -> TransformersJudge:
+        return TransformersJudge(str(model_dir), batch_size=len(reqs), dtype="bfloat16",
+                                 float32_matmuls=float32_matmuls)
+
+    judge = bfloat16_judge()
+    assert judge.packing
+    got = judge.generate(reqs)
+    assert judge.work.padded_tokens["generate"] == judge.work.computed_tokens["generate"]
+    padded = bfloat16_judge()
+    padded.packing = False
+    assert padded.generate(reqs) == got
+    assert padded.work.padded_tokens["generate"] > padded.work.computed_tokens["generate"]
+    assert got[:3] == [bfloat16_judge().generate([r])[0] for r in reqs[:3]]
+    assert len({g[0] for g in got}) >= 2 and all(g[0] for g in got)
+
+
+def test_the_last_layer_runs_at_the_rows_ends_only_and_keeps_their_bits(model_dir: Path) -> None:
+    """In a packed call the last decoder layer's MLP runs at each row's last position only (its keys and
+    values at all of them: the prefixes' caches serve the tails); every verdict and every completion
+    has the bits of the whole layer computed."""
+    reqs, judge, _ = _two_passages_one_batch(model_dir)
+    assert judge.packing and judge.last_layer_at_ends
+    rows_in = {"first": 0, "last": 0}
+    layers = judge.model.get_decoder().layers
+    layers[0].mlp.register_forward_pre_hook(lambda m, a: rows_in.__setitem__("first", rows_in["first"] + a[0].shape[1]))
+    layers[-1].mlp.register_forward_pre_hook(lambda m, a: rows_in.__setitem__("last", rows_in["last"] + a[0].shape[1]))
+    got = judge.score_options(reqs)
+    calls = judge.work.forward_calls["score_options"]
+    assert rows_in["first"] == judge.work.computed_tokens["score_options"]
+    assert calls <= rows_in["last"] <= calls + len(reqs) and rows_in["last"] < rows_in["first"] / 4
+    _, whole, _ = _two_passages_one_batch(model_dir)
+    whole.last_layer_at_ends = False
+    assert whole.score_options(reqs) == got
+    prompts = [Generate(prompt=r.prompt, sampling=Sampling(max_tokens=8)) for r in reqs[:4]]
+    assert judge.generate(prompts) == whole.generate(prompts)
+
+
+def test_a_last_layer_of_another_shape_is_computed_whole() -> None:
+    """Only a pre-norm layer made of attention, MLP and their two norms is cut to the rows' ends: a layer
+    with another part (a norm after the MLP, say) is left whole."""
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    from offline_eval.runtime.batch_invariance import last_layer_at_ends
+
+    config = LlamaConfig(vocab_size=64, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                         num_attention_heads=4, num_key_value_heads=2)
+    model = LlamaForCausalLM(config).eval()
+    model.model.layers[-1].post_feedforward_layernorm = torch.nn.LayerNorm(32)
+    whole = model.model.layers[-1].forward
+    assert not last_layer_at_ends(model)
+    assert model.model.layers[-1].forward == whole
+    assert last_layer_at_ends(LlamaForCausalLM(config).eval())
+
+
 def test_a_model_whose_attention_ignores_packed_rows_is_not_packed(model_dir: Path) -> None:
     """Packing is used only where the model's attention reads the packed rows: on transformers' own SDPA
     attention (which would let every packed row see the others) the load-time check turns it off."""
@@ -855,6 +917,42 @@ def test_row_exact_attention_gives_a_row_the_same_bits_in_any_layout(float32: bo
             batch_m = torch.stack([torch.ones_like(m), m])[:, None]
             got, _ = row_exact_attention(module, batch_q, batch_k, batch_v, batch_m, scaling=0.25)
             assert torch.equal(got[1], alone[0]), (q_len, k_len, name)
+
+
+def test_a_decoding_step_gives_every_row_the_bits_it_has_alone() -> None:
+    """A decoding step attends for all rows in one set of products, each row's keys gathered to the front
+    of whole blocks of keys: rows of 1 to 1,300 keys (one, two and three blocks) left-padded to the
+    longest, with the shapes of the bench judge's heads (14 over 2, 64 wide), each give the bits the row
+    gives alone, where it attends on its own."""
+    from types import SimpleNamespace
+
+    from offline_eval.runtime import batch_invariance
+    from offline_eval.runtime.batch_invariance import row_exact_attention
+
+    module = SimpleNamespace(num_key_value_groups=7)
+    torch.manual_seed(5)
+    lengths = [1, 40, 511, 512, 513, 700, 1024, 1300]
+    width = max(lengths)
+    query = torch.randn(len(lengths), 14, 1, 64).to(torch.bfloat16)
+    key = torch.zeros(len(lengths), 2, width, 64, dtype=torch.bfloat16)
+    value = torch.zeros_like(key)
+    mask = torch.zeros(len(lengths), 1, 1, width, dtype=torch.bool)
+    for r, n in enumerate(lengths):
+        key[r, :, width - n:] = torch.randn(2, n, 64).to(torch.bfloat16) * 3
+        value[r, :, width - n:] = torch.randn(2, n, 64).to(torch.bfloat16)
+        mask[r, ..., width - n:] = True
+    used = []
+    batched = batch_invariance._attend_one_query_each
+    batch_invariance._attend_one_query_each = lambda *a: used.append(1) or batched(*a)
+    try:
+        got, _ = row_exact_attention(module, query, key, value, mask, scaling=0.125)
+    finally:
+        batch_invariance._attend_one_query_each = batched
+    assert used, "the rows must have been computed together"
+    for r, n in enumerate(lengths):
+        alone, _ = row_exact_attention(module, query[r:r + 1], key[r:r + 1, :, width - n:],
+                                       value[r:r + 1, :, width - n:], None, scaling=0.125)
+        assert torch.equal(got[r], alone[0]), n
 
 
 def test_a_prompt_gives_the_same_bits_beside_one_sharing_part_of_its_prefix(tmp_path: Path) -> None:
