@@ -393,15 +393,20 @@ class TransformersJudge(Backend):
         self.identify({"main": content_fingerprint(source)}, {"dtype": dtype_name, **products})
         self._option_cache: dict[tuple[str, ...], dict[str, tuple[int, ...]]] = {}
         self.work = PrefillWork()
-        self._layers = self.model.config.get_text_config().num_hidden_layers
-        self.last_layer_at_ends = row_exact and self._ragged and last_layer_at_ends(self.model)
-        self.packing = self._ragged and row_exact and self._head is not None and self._packing_works()
-        if self.last_layer_at_ends and not self.packing:  # packed rows are checked with it: try without
-            self.last_layer_at_ends = False
-            self.packing = self._ragged and row_exact and self._head is not None and self._packing_works()
+        self._choose_packing(row_exact)
 
     # ------------------------------------------------------------------------------------------
     # setup helpers
+
+    def _choose_packing(self, row_exact: bool) -> None:
+        """Whether rows run packed (:meth:`_packing_works`, checked with the last layer at the rows'
+        ends where the model allows it; without it if that fails)."""
+        self._layers = self.model.config.get_text_config().num_hidden_layers
+        self.last_layer_at_ends = row_exact and self._ragged and last_layer_at_ends(self.model)
+        self.packing = self._ragged and row_exact and self._head is not None and self._packing_works()
+        if self.last_layer_at_ends and not self.packing:
+            self.last_layer_at_ends = False
+            self.packing = self._ragged and row_exact and self._head is not None and self._packing_works()
 
     @classmethod
     def _resolve_dtype(cls, dtype: str, device: Any) -> Any:
