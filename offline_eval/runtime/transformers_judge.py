@@ -402,11 +402,12 @@ class TransformersJudge(Backend):
         """Whether rows run packed (:meth:`_packing_works`, checked with the last layer at the rows'
         ends where the model allows it; without it if that fails)."""
         self._layers = self.model.config.get_text_config().num_hidden_layers
-        self.last_layer_at_ends = row_exact and self._ragged and last_layer_at_ends(self.model)
-        self.packing = self._ragged and row_exact and self._head is not None and self._packing_works()
+        can_pack = self._ragged and row_exact and self._head is not None
+        self.last_layer_at_ends = can_pack and last_layer_at_ends(self.model)
+        self.packing = can_pack and self._packing_works()
         if self.last_layer_at_ends and not self.packing:
             self.last_layer_at_ends = False
-            self.packing = self._ragged and row_exact and self._head is not None and self._packing_works()
+            self.packing = self._packing_works()
 
     @classmethod
     def _resolve_dtype(cls, dtype: str, device: Any) -> Any:
@@ -502,11 +503,11 @@ class TransformersJudge(Backend):
         nothing) of all groups run together in calls of up to :data:`TAIL_POSITIONS` positions, each
         row continuing its own group's prefix. A call's rows are packed into one sequence
         (:meth:`_packed`); with ``keep_cache`` (decoding's prompts) each row's own cache, its prefix and
-        its tail, is then left-padded to the longest row's (:meth:`_stacked_rows`). A judge that cannot
-        pack runs them in buckets of similar length, left-padded (:meth:`_continued`), and the pieces'
-        caches are left-padded to one width: each row reads ``[padding][prefix][padding][tail]`` with
-        the padding masked. Either way
-        positions count real tokens only, so a row's result does not depend on the rows beside it.
+        its tail, is then left-padded to the longest row's (:meth:`_stitched_prefixes`). A judge that
+        cannot pack runs them in buckets of similar length, left-padded (:meth:`_continued`), and the
+        pieces' caches are left-padded to one width: each row reads ``[padding][prefix][padding][tail]``
+        with the padding masked. Either way positions count real tokens only, so a row's result does
+        not depend on the rows beside it.
         The work is counted in :attr:`work` under ``kind``.
         """
         started = time.perf_counter()
@@ -554,8 +555,11 @@ class TransformersJudge(Backend):
             hidden = torch.cat([hidden for _, hidden, _ in outs])
             if not keep_cache:
                 return _Prefill(logits, hidden, None, None, None)
-            return _Prefill(logits, hidden, *self._stacked_rows([own for _, _, caches in outs for own in caches],
-                                                                 [len(seq) for seq in seqs]))
+            # each row's own cache left-padded to the longest: its keys one run at the end (_left_aligned)
+            owns = [own for _, _, caches in outs for own in caches]
+            cache, mask = self._stitched_prefixes([(len(seq), own) for seq, own in zip(seqs, owns)])
+            last = torch.tensor([[len(seq) - 1] for seq in seqs], dtype=torch.long, device=self.device)
+            return _Prefill(logits, hidden, cache, mask, last)
         pieces: list[tuple[list[int], Any, Any, Any, Any, Any]] = []  # rows, logits, cache, mask, positions, hidden
         for bucket in length_buckets(list(range(len(seqs))), tails, limit=TAIL_POSITIONS):
             out, mask, positions = self._continued(
@@ -577,21 +581,6 @@ class TransformersJudge(Backend):
         positions = torch.cat([p[4] for p in pieces])
         return _Prefill(logits, hidden, _cache_from_tensors(layers), mask.index_select(0, back),
                         positions.index_select(0, back))
-
-    def _stacked_rows(self, caches: Sequence[list[tuple[Any, Any]]], lengths: Sequence[int]) -> tuple[Any, Any, Any]:
-        """Rows' own caches (per layer, batch size one, ``lengths[r]`` positions) as one cache to decode
-        from, each row left-padded to the longest, with its attention mask and the position of its last
-        token: the layout :func:`_left_aligned` gives a padded batch, each row's keys one run at the end."""
-        import torch
-
-        width = max(lengths)
-        pick = torch.arange(len(caches), device=self.device)
-        layers = _left_padded(caches, width, pick)
-        mask = torch.zeros((len(caches), width), dtype=torch.long, device=self.device)
-        for r, length in enumerate(lengths):
-            mask[r, width - length:] = 1
-        last = torch.tensor([[length - 1] for length in lengths], dtype=torch.long, device=self.device)
-        return _cache_from_tensors(layers), mask, last
 
     def _continued(self, kind: str, rows: Sequence[tuple[Sequence[int], tuple[int, Any]]],
                    keep_cache: bool) -> tuple[Any, Any, Any]:
