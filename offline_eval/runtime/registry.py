@@ -110,7 +110,9 @@ DECLARED_BACKENDS: tuple[BackendSpec, ...] = (
     # keys masked after a query, and special tokens spelled in the data read as text.
     BackendSpec(
         "judge", "transformers", "offline_eval.runtime.transformers_judge", "TransformersJudge",
-        needs_folder=True, options=frozenset({"dtype", "max_model_len", "max_new_tokens", "batch_size"}),
+        needs_folder=True,
+        options=frozenset({"dtype", "max_model_len", "max_new_tokens", "batch_size", "prefix_store_mb"}),
+        neutral_options=frozenset({"batch_size", "prefix_store_mb"}),  # the store moves no bit (tests)
         revision=4,
     ),
     BackendSpec(

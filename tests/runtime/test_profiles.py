@@ -238,6 +238,20 @@ def test_backend_kwargs_per_backend(tmp_path: Path) -> None:
         backend_kwargs(starter.verifier, "cpu", 1)
 
 
+def test_the_judges_prefix_store_is_a_profile_option_that_keys_no_answer(tmp_path: Path) -> None:
+    """docs/engine.md: a profile's ``[judge.options]`` sizes the transformers judge's prefix store; the
+    store changes what is computed again, never an answer, so cached answers stay valid either way."""
+    from offline_eval.runtime.identity import model_identity
+
+    rest = '[verifier]\nbackend = "judge"\n[embedder]\nbackend = "sentence-transformers"\npath = "e"\n'
+    judge = '[judge]\nbackend = "transformers"\npath = "j"\n[judge.options]\ndtype = "bfloat16"\n'
+    plain = load_profile(str(write(tmp_path / "plain.toml", judge + rest)))
+    sized = load_profile(str(write(tmp_path / "sized.toml", judge + "prefix_store_mb = 1024\n" + rest)))
+    assert backend_kwargs(sized.judge, "cpu", None)["prefix_store_mb"] == 1024
+    identities = {model_identity(p.judge.declaration, {"main": "f" * 16}, p.judge.options) for p in (plain, sized)}
+    assert len(identities) == 1 and '"dtype": "bfloat16"' in identities.pop()
+
+
 def test_manifest_batch_size_is_a_default(tmp_path: Path) -> None:
     manifest = write(tmp_path / "m.toml", MANIFEST.format(abs_hhem=tmp_path / "h"))
     judge = load_profile(str(manifest)).judge
