@@ -128,6 +128,8 @@ def build_models(args: argparse.Namespace, roles: set[str]):
                                                      embedder_path=str(args.embedder))
     profile.judge.options["max_model_len"] = args.max_model_len
     profile.judge.options["dtype"] = args.dtype
+    if getattr(args, "prefix_store_mb", None) is not None:
+        profile.judge.options["prefix_store_mb"] = args.prefix_store_mb
     lazy = models_from_profile(profile, device="cpu", batch_size=args.batch_size, roles=roles)
     timed = Models()
     wrappers = {}
@@ -349,6 +351,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--max-tokens", type=int, default=256)
     p.add_argument("--batch-size", type=int, default=16)
     p.add_argument("--max-model-len", type=int, default=4096)
+    p.add_argument("--prefix-store-mb", type=int, default=None,
+                   help="MiB of prompt prefixes the judge keeps from batch to batch (default: the judge's own)")
     p.add_argument("--dtype", default="bfloat16",
                    help="judge dtype; bfloat16 is several times faster than float32 on AMX/AVX512-BF16 CPUs")
     p.add_argument("--threads", type=int, default=1,
@@ -372,6 +376,7 @@ def main(argv: list[str] | None = None) -> int:
                    "embedder": str(args.embedder), "metrics": names, "max_tokens": args.max_tokens,
                    "batch_size": args.batch_size, "dtype": args.dtype, "threads": args.threads,
                    "max_model_len": args.max_model_len, "verifier": "judge", "verdicts": "options",
+                   **({"prefix_store_mb": args.prefix_store_mb} if args.prefix_store_mb is not None else {}),
                    "cache": "in-memory, fresh per mode"},
         "modes": [], "ratio": None, "ratio_cpu": None, "agreement": None, "notes": [],
     }
