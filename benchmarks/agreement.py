@@ -285,6 +285,12 @@ CONFIGS: dict[str, tuple[str | None, dict[str, Any], str | None]] = {
     "windows_2": (None, {"windows_per_claim": 2}, None),
     "windows_3": (None, {"windows_per_claim": 3}, None),
     "windows_4": (None, {"windows_per_claim": 4}, None),
+    # a statement's leading window alone when it shares R times the words of the next (the default is
+    # 1.5; 0, always two windows, was the default before); the verdicts are a subset of lead_0's
+    "lead_0": (None, {"window_lead": 0.0}, None),
+    "lead_1": (None, {"window_lead": 1.0}, None),
+    "lead_2": (None, {"window_lead": 2.0}, None),
+    "lead_3": (None, {"window_lead": 3.0}, None),
 }
 
 

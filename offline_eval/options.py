@@ -57,6 +57,17 @@ def _whole_number(text: str, minimum: int) -> int:
     return value
 
 
+def non_negative_number(text: str) -> float:
+    """A number >= 0 (a ratio where 0 turns something off)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number >= 0, got {text!r}") from None
+    if not value >= 0.0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"expected a finite number >= 0, got {value:g}")
+    return value
+
+
 def unit_fraction(text: str) -> float:
     """A share: a number from 0 to 1."""
     try:

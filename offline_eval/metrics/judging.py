@@ -463,11 +463,12 @@ def _terms(text: str, language: str) -> set[str]:
 
 
 def likely_windows(windows: Sequence[str], statement: str, language: str, k: int,
-                   question: str | None = None) -> list[int]:
+                   question: str | None = None, lead: float = 0.0) -> list[int]:
     """Indices of the windows a statement is judged against, in window order: those sharing a content
     word with the statement (or with its question, when it is read as the answer to one), and of them
-    the ``k`` sharing most (all when ``k`` is 0; ties go to the earlier window). When none shares a
-    word, every window is a candidate, as it is without the gate.
+    the ``k`` sharing most (all when ``k`` is 0; ties go to the earlier window), or, ``k`` not 0, only
+    the one sharing most when it shares at least ``lead`` times the words of the next (``lead`` 0:
+    never). When none shares a word, every window is a candidate, as it is without the gate.
 
     The gate is what a passage must do to be evidence about a statement: be about it. A retrieved
     chunk holding only an instruction to the grader, in any language, shares no word with the claims it
@@ -477,8 +478,11 @@ def likely_windows(windows: Sequence[str], statement: str, language: str, k: int
     terms = _terms(statement, language) | (_terms(question, language) if question else set())
     overlap = [len(terms & _terms(w, language)) for w in windows]
     keep = [i for i in range(len(windows)) if overlap[i] > 0] or list(range(len(windows)))
+    ranked = sorted(keep, key=lambda i: -overlap[i])
+    if 0 < k and lead > 0 and len(ranked) > 1 and 0 < overlap[ranked[0]] >= lead * overlap[ranked[1]]:
+        return ranked[:1]
     if 0 < k < len(keep):
-        keep = sorted(keep, key=lambda i: -overlap[i])[:k]
+        keep = ranked[:k]
     return sorted(keep)
 
 
@@ -526,7 +530,8 @@ def support_against_contexts(contexts: Sequence[str], claims: Sequence[str], lan
     (:func:`_classifier_windows`). The judge with option verdicts reads the contexts in windows of
     ``settings.context_window`` words (a small judge reads one short passage far better than five
     long ones; the window is the shared prompt prefix of every claim checked against it), checks each
-    claim against the ``settings.windows_per_claim`` windows that share most words with it, and takes
+    claim against the ``settings.windows_per_claim`` windows that share most words with it (only the
+    first when it leads the next by ``settings.window_lead``: :func:`likely_windows`), and takes
     the window where the judge's own P(Yes) is highest, corrected by that window's baseline (see
     :func:`corrected`; choosing by the corrected value instead favours windows the judge leans against,
     which measured worse), of the windows not refused as credulous (:data:`ABSURD_STATEMENT`); when
@@ -540,8 +545,8 @@ def support_against_contexts(contexts: Sequence[str], claims: Sequence[str], lan
         windows, candidates = _classifier_windows(contexts, claims, language, settings.windows_per_claim, question)
     elif settings.verdicts == "options" and settings.context_window > 0:
         windows = context_windows(contexts, settings.context_window, language)
-        candidates = [likely_windows([t for _, t in windows], c, language, settings.windows_per_claim, question)
-                      for c in claims]
+        candidates = [likely_windows([t for _, t in windows], c, language, settings.windows_per_claim, question,
+                                     settings.window_lead) for c in claims]
     else:
         matrix = yield from support_matrix([number_chunks(contexts)], claims, language, settings, numbered=True,
                                            question=question, framing=framing)

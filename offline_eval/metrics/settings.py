@@ -15,7 +15,7 @@ from dataclasses import asdict, dataclass, fields
 from typing import Any, Literal, Mapping
 
 from offline_eval.data.schema import Sample
-from offline_eval.options import named_numbers, unit_fraction
+from offline_eval.options import named_numbers, non_negative_number, unit_fraction
 from offline_eval.runtime.registry import backend_spec
 from offline_eval.text import detect_language
 
@@ -74,6 +74,14 @@ class EvalSettings:
         2, changes_values=True, minimum=0, metavar="N",
         help="judge option verdicts: each statement is judged against the N windows that share most words "
              "with it; 0 judges it against every window")
+    # most statements share far more words with one window than with any other; the others cannot
+    # change its verdict (docs/measurements.md, "Verifying less: one window when it leads"). It changes
+    # what the default computes, so every run records it, unlike the settings added with a neutral default
+    window_lead: float = setting(
+        1.5, changes_values=True, parse=non_negative_number, metavar="R",
+        help="judge option verdicts: a statement sharing at least R times as many words with its likeliest "
+             "window as with the next is judged against that window alone; 0 always judges it against "
+             "--windows-per-claim windows (as does --windows-per-claim 0: every window)")
     # a full sentence is judged on its own: read as replies to the user's message, sentences of dialogue
     # were judged further from people's labels
     fragment_words: int = setting(

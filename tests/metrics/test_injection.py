@@ -197,6 +197,42 @@ def test_a_passage_sharing_no_word_with_a_claim_is_not_evidence_for_it():
     assert likely_windows(["Tower.", "Lyon is big."], "In 1889.", "en", 4, question="When did the tower open?") == [0]
 
 
+def test_a_window_far_ahead_of_the_others_is_the_only_one_asked():
+    """A statement sharing at least ``window_lead`` times the words with one window as with the next is
+    judged against that window alone (the others cannot change its verdict); at a closer race, or with
+    the lead off, against ``windows_per_claim`` windows, as before."""
+    from offline_eval.data.schema import Sample
+    from offline_eval.metrics.judging import likely_windows
+    from offline_eval.metrics.ragas import Faithfulness
+    from offline_eval.metrics.settings import EvalSettings
+    from offline_eval.runtime.scripted import ScriptedJudge
+    from tests.helpers import models, score
+
+    windows = ["The Eiffel tower in Paris opened in 1889 for the fair.", "Paris hosts many fairs.", "Lyon."]
+    statement = "The Eiffel tower opened in Paris in 1889."
+    # 4 words shared (eiffel, tower, paris, 1889; "opened" too) against 1 (paris)
+    assert likely_windows(windows, statement, "en", 2, lead=1.5) == [0]
+    assert likely_windows(windows, statement, "en", 2, lead=0.0) == [0, 1]
+    assert likely_windows(windows, statement, "en", 0, lead=1.5) == [0, 1]  # 0: every window sharing a word
+    assert likely_windows(windows, "Paris hosts fairs.", "en", 2, lead=1.5) == [1]  # 3 words against 1
+    close = "Paris hosts fairs, and the Eiffel tower 1889."  # 4 words against 3: no lead
+    assert likely_windows(windows, close, "en", 2, lead=1.5) == [0, 1]
+    assert likely_windows(windows, "Paris.", "en", 2, lead=1.5) == [0, 1]  # a tie leads nothing
+    assert likely_windows(windows, "Paris.", "en", 2, lead=1.0) == [0]  # ... unless R is 1: the earlier
+    assert likely_windows(windows, "Nothing in common.", "en", 2, lead=1.5) == [0, 1]
+
+    def asked(settings: EvalSettings) -> list[str]:
+        judge = ScriptedJudge(script={"options": [{"match": "Statement:", "probs": {"Yes": 0.9, "No": 0.1}}]})
+        sample = Sample(id="t", question="", answer=statement, contexts=windows)
+        got = score(Faithfulness(), sample, models(judge), settings)
+        assert got.value == pytest.approx(0.9, abs=1e-6)
+        return sorted({p.split("Statement:")[0] for p in judge.prompts_seen if statement in p})
+    led, off = asked(EvalSettings(baseline_weight=0.0, credulity_limit=1.0)), \
+        asked(EvalSettings(baseline_weight=0.0, credulity_limit=1.0, window_lead=0.0))
+    assert len(led) == 1 and windows[0] in led[0]
+    assert len(off) == 2 and any(windows[1] in p and windows[0] not in p for p in off)
+
+
 def test_a_chunk_that_agrees_with_anything_is_not_useful_for_context_precision():
     from offline_eval.data.schema import Sample
     from offline_eval.metrics.judging import ABSURD_STATEMENT

@@ -100,16 +100,16 @@ def test_fingerprint_and_signature_hold_what_they_always_held():
     assert settings.fingerprint() == {
         "language": None, "verifier": "judge", "verdicts": "options", "support_threshold": 0.5,
         "verdict_score": "probability", "claims": "auto", "short_answer_sentences": 2, "context_window": 100,
-        "windows_per_claim": 2, "fragment_words": 4, "baseline_weight": 0.5, "credulity_limit": 0.5,
-        "statements_per_call": 8, "max_tokens": 768, "aggregate_weights": {}, "keypoint_max": 14}
+        "windows_per_claim": 2, "window_lead": 1.5, "fragment_words": 4, "baseline_weight": 0.5,
+        "credulity_limit": 0.5, "statements_per_call": 8, "max_tokens": 768, "aggregate_weights": {}, "keypoint_max": 14}
     assert list(settings.fingerprint()) == [
         "language", "verifier", "verdicts", "support_threshold", "verdict_score", "claims",
-        "short_answer_sentences", "context_window", "windows_per_claim", "fragment_words", "baseline_weight",
-        "credulity_limit", "statements_per_call", "max_tokens", "aggregate_weights", "keypoint_max"]
+        "short_answer_sentences", "context_window", "windows_per_claim", "window_lead", "fragment_words",
+        "baseline_weight", "credulity_limit", "statements_per_call", "max_tokens", "aggregate_weights", "keypoint_max"]
     assert settings_signature(settings) == {
         "verifier": "judge", "verdicts": "options", "verdict_score": "probability", "support_threshold": 0.5,
         "claims": "auto", "short_answer_sentences": 2, "context_window": 100, "windows_per_claim": 2,
-        "fragment_words": 4, "baseline_weight": 0.5, "credulity_limit": 0.5}
+        "window_lead": 1.5, "fragment_words": 4, "baseline_weight": 0.5, "credulity_limit": 0.5}
 
 
 def test_settings_from_options_take_public_and_field_names():
@@ -124,6 +124,7 @@ def test_settings_from_options_take_public_and_field_names():
 def test_new_setting_flags_are_checked_like_the_old_ones(capsys):
     for flag, value, message in (("--support-threshold", "1.5", "expected a number from 0 to 1"),
                                  ("--windows-per-claim", "-1", "expected a whole number >= 0"),
+                                 ("--window-lead", "-2", "expected a finite number >= 0"),
                                  ("--keypoint-max", "0", "expected a whole number >= 1")):
         with pytest.raises(SystemExit) as stop:
             main(["run", "--dataset", str(EXAMPLES), flag, value])
