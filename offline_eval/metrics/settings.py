@@ -74,8 +74,8 @@ class EvalSettings:
         2, changes_values=True, minimum=0, metavar="N",
         help="judge option verdicts: each statement is judged against the N windows that share most words "
              "with it; 0 judges it against every window")
-    # most statements share far more words with one window than with any other; the others cannot
-    # change its verdict (docs/measurements.md, "Verifying less: one window when it leads"). It changes
+    # most statements share far more words with one window than with any other, and the others hardly
+    # ever change their verdict (docs/measurements.md, "Verifying less: one window when it leads"). It changes
     # what the default computes, so every run records it, unlike the settings added with a neutral default
     window_lead: float = setting(
         1.5, changes_values=True, parse=non_negative_number, metavar="R",
