@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import signal
 from pathlib import Path
 
 import pytest
@@ -8,6 +9,13 @@ from tests import tiny_models
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED_DATA = REPO.parent / "shared" / "data"
+
+# A test run started in the background of a shell without job control (`nohup pytest &`, a CI script's
+# `&`) inherits SIGINT ignored, and every process a test starts would inherit it too: Ctrl-C, which the
+# interrupt and review tests send as a terminal does, would then reach nobody. A handler of our own is
+# reset to the default in every process started from here, as in a run from a terminal.
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 @pytest.fixture(scope="session", autouse=True)
