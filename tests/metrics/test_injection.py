@@ -199,7 +199,7 @@ def test_a_passage_sharing_no_word_with_a_claim_is_not_evidence_for_it():
 
 def test_a_window_far_ahead_of_the_others_is_the_only_one_asked():
     """A statement sharing at least ``window_lead`` times the words with one window as with the next is
-    judged against that window alone (the others cannot change its verdict); at a closer race, or with
+    judged against that window alone (the others hardly ever change its verdict); at a closer race, or with
     the lead off, against ``windows_per_claim`` windows, as before."""
     from offline_eval.data.schema import Sample
     from offline_eval.metrics.judging import likely_windows
@@ -210,7 +210,7 @@ def test_a_window_far_ahead_of_the_others_is_the_only_one_asked():
 
     windows = ["The Eiffel tower in Paris opened in 1889 for the fair.", "Paris hosts many fairs.", "Lyon."]
     statement = "The Eiffel tower opened in Paris in 1889."
-    # 4 words shared (eiffel, tower, paris, 1889; "opened" too) against 1 (paris)
+    # 5 words shared (eiffel, tower, opened, paris, 1889) against 1 (paris)
     assert likely_windows(windows, statement, "en", 2, lead=1.5) == [0]
     assert likely_windows(windows, statement, "en", 2, lead=0.0) == [0, 1]
     assert likely_windows(windows, statement, "en", 0, lead=1.5) == [0, 1]  # 0: every window sharing a word
