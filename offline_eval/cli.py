@@ -286,6 +286,9 @@ def _run(args: argparse.Namespace, watch: dict[str, Any]) -> int:
             if hasattr(progress, "close"):
                 progress.close()
 
+    note = result.reuse_note()
+    if note:
+        print(f"offline-eval: {note}", file=sys.stderr)
     _print_summary(result.summary)
     print(f"results: {result.output_dir / 'results.jsonl'}", file=sys.stderr)
     if run.config.fail_under:

@@ -124,18 +124,48 @@ def _fmt_time(value: Any) -> str:
         return value
 
 
-def _duration(start: Any, end: Any) -> str:
+def _seconds_between(start: Any, end: Any) -> float | None:
     try:
         a = datetime.fromisoformat(str(start).replace("Z", "+00:00"))
         b = datetime.fromisoformat(str(end).replace("Z", "+00:00"))
     except ValueError:
-        return ""
+        return None
     seconds = (b - a).total_seconds()
-    if seconds < 0:
+    return seconds if seconds >= 0 else None
+
+
+def _duration(seconds: Any) -> str:
+    if not isinstance(seconds, (int, float)) or isinstance(seconds, bool) or seconds < 0:
         return ""
     minutes, sec = divmod(int(round(seconds)), 60)
     hours, minutes = divmod(minutes, 60)
     return f"{hours}h {minutes:02d}m {sec:02d}s" if hours else f"{minutes}m {sec:02d}s"
+
+
+def _timing(run: dict[str, Any]) -> list[tuple[str, Any]]:
+    """When this try started and what it took, then each earlier try of the same run (``tries``): a
+    rerun that found the run finished takes seconds, and the first try's compute time stays in view."""
+    meta: list[tuple[str, Any]] = [("started", _fmt_time(run.get("started")))]
+    seconds = run.get("seconds")
+    if seconds is None:  # summaries written before tries were recorded
+        seconds = _seconds_between(run.get("started"), run.get("finished"))
+    tries = [t for t in run.get("tries") or [] if isinstance(t, dict)]
+    label = "compute time" if not tries else "compute time, this try"
+    resumed, n = run.get("resumed_samples"), run.get("n_samples")
+    if tries and resumed is not None and n is not None and resumed >= n:
+        meta.append((label, f"{_duration(seconds)} (every sample was scored already)"))
+    else:
+        meta.append((label, _duration(seconds)))
+    for number, earlier in enumerate(tries, 1):
+        took = earlier.get("seconds")
+        if took is None:
+            took = _seconds_between(earlier.get("started"), earlier.get("finished") or earlier.get("last_written"))
+        how = "finished" if earlier.get("finished") else "interrupted"
+        scored = earlier.get("scored_samples")
+        what = f", {scored} samples scored" if isinstance(scored, int) else ""
+        meta.append((f"try {number}", f"{_duration(took) or 'time unknown'} ({how}{what}; started "
+                                      f"{_fmt_time(earlier.get('started'))})"))
+    return meta
 
 
 # ----------------------------------------------------------------------------- run report sections
@@ -156,11 +186,7 @@ def _header(data: RunData) -> str:
     if skipped:
         meta.append(("skipped rows", "; ".join(str(b.get("reason", "")) for b in skipped[:5] if isinstance(b, dict))
                      + (f" (and {len(skipped) - 5} more)" if len(skipped) > 5 else "")))
-    if run.get("started"):
-        meta.append(("started", _fmt_time(run.get("started"))))
-    dur = _duration(run.get("started"), run.get("finished"))
-    if dur:
-        meta.append(("duration", dur))
+    meta += _timing(run)
     items = "".join(f"<span>{e(k)}: <b>{e(v)}</b></span>" for k, v in meta if v not in (None, ""))
     notes = calibration_notes(data.metric_summaries)
     calibration = ("<div class='meta calibration'>" + "".join(f"<span>calibration: {e(n)}</span>" for n in notes)

@@ -5,10 +5,15 @@
     run.json       the run's fingerprint and settings, written when it starts: a rerun with the same
                    fingerprint resumes, any other run is refused (or, with ``overwrite``, the earlier
                    run is moved whole into ``earlier/``)
-    .lock          held (``flock``) by the run using the folder; it names that process
+    .lock          held (``flock``) by the run using the folder while it runs; it names that process
 
 The lock is an advisory ``flock`` on ``.lock``: the kernel releases it when its process ends, however
-it ends, so a killed run never leaves the folder locked.
+it ends, so a killed run never leaves the folder locked. A run that ends in order removes the file
+(while still holding it; a process that locked a removed file sees so and locks the new one).
+
+Each try of a run (the first, and every rerun of the same command) is recorded: run.json and summary.json
+carry ``tries``, the earlier tries' start, end, compute seconds and what each scored, so a rerun that
+finds the run finished neither hides that it reused it nor loses the first try's compute time.
 
 A write that fails (a full disk, a quota, a read-only or failing disk) raises an ``OSError`` whose
 ``filename`` names the file, and leaves no partial line or temporary file behind where that is safe:
@@ -101,6 +106,7 @@ class RunOutput:
     run_summary: RunSummary
     stats: dict[str, Any] = field(default_factory=dict)
     resumed: int = 0
+    earlier_tries: list[dict[str, Any]] = field(default_factory=list)
     _rows: list[dict[str, Any]] | None = field(default=None, repr=False)
 
     @cached_property
@@ -126,6 +132,24 @@ class RunOutput:
             self._rows = list(self.rows())
         return self._rows
 
+    def reuse_note(self) -> str | None:
+        """One line on what this try took from earlier ones: samples from results.jsonl, model answers
+        from the cache; None when it reused nothing (a first run with a cold cache)."""
+        run = self.run_summary.info
+        engine = self.stats or (run.get("engine") if isinstance(run.get("engine"), dict) else {})
+        hits, computed = (sum((engine.get(k) or {}).values()) for k in ("cache_hits", "computed"))
+        total = run.get("n_samples", 0)
+        calls = ("no model was called" if hits + computed == 0 else
+                 f"model calls: {hits} of {hits + computed} answered from the cache, {computed} computed")
+        if total and self.resumed >= total:
+            first = next((t for t in self.earlier_tries if t.get("started")), {})
+            since = f" (started {first['started']})" if first else ""
+            return (f"found a finished run in {self.output_dir}{since}: reused all {total} samples from "
+                    f"{RESULTS}; {calls}; summary.json rewritten")
+        if self.resumed:
+            return f"resumed the run in {self.output_dir}: reused {self.resumed} of {total} samples from {RESULTS}; {calls}"
+        return calls if hits else None
+
 
 class RunFolder:
     """Claim ``path`` for one run: lock it, resume or refuse what is there, append results, finish.
@@ -137,6 +161,7 @@ class RunFolder:
         self.path = Path(path)
         self._lock_handle: Any = None
         self._sink: Any = None
+        self.earlier_tries: list[dict[str, Any]] = []  # of the run open here (see :meth:`open`)
 
     # -- claiming -------------------------------------------------------------------------------
     def __enter__(self) -> "RunFolder":
@@ -149,16 +174,7 @@ class RunFolder:
     def lock(self) -> None:
         """Take the folder's exclusive lock, or raise naming the process that holds it."""
         self.path.mkdir(parents=True, exist_ok=True)
-        handle = open(self.path / LOCK, "a+", encoding="utf-8")
-        try:
-            flock_exclusive(handle)
-        except BlockingIOError:
-            handle.seek(0)
-            holder = _read_holder(handle.read())
-            handle.close()
-            raise RunFolderError(
-                f"{self.path} is in use by another run ({holder}); wait for it to finish or choose another "
-                "--output") from None
+        handle = self._locked_handle()
         try:
             handle.seek(0)
             handle.truncate()
@@ -173,11 +189,37 @@ class RunFolder:
             raise _named(exc, self.path / LOCK)
         self._lock_handle = handle
 
+    def _locked_handle(self) -> Any:
+        """``.lock`` opened and locked. A run that ended removed the file it held: a process that opened
+        it before the removal holds a file no one else will open, so it opens the new one again."""
+        path = self.path / LOCK
+        while True:
+            handle = open(path, "a+", encoding="utf-8")
+            try:
+                flock_exclusive(handle)
+            except BlockingIOError:
+                handle.seek(0)
+                holder = _read_holder(handle.read())
+                handle.close()
+                raise RunFolderError(
+                    f"{self.path} is in use by another run ({holder}); wait for it to finish or choose another "
+                    "--output") from None
+            try:
+                if os.stat(path).st_ino == os.fstat(handle.fileno()).st_ino:
+                    return handle
+            except FileNotFoundError:  # removed between our open and our lock
+                pass
+            handle.close()
+
     def release(self) -> None:
         if self._sink is not None:
             self._sink.close()
             self._sink = None
         if self._lock_handle is not None:
+            try:  # removed while held, so no one locks the old file after us (see _locked_handle)
+                (self.path / LOCK).unlink(missing_ok=True)
+            except OSError:  # a read-only disk: the file stays, and the lock is released all the same
+                pass
             self._lock_handle.close()  # closing the descriptor releases the flock
             self._lock_handle = None
 
@@ -191,9 +233,11 @@ class RunFolder:
             raise RuntimeError("RunFolder.open() needs the lock: use it as a context manager")
         previous = _read_json(self.path / RUN_INFO)
         present = [name for name in RUN_FILES if (self.path / name).exists()]
+        self.earlier_tries = []
         if previous is not None and previous.get("fingerprint") == fingerprint:
             self._drop_cut_line()
             done = set(self._finished_ids())
+            self.earlier_tries = self._tries_before(previous)
         elif present:
             if not overwrite:
                 raise RunFolderError(
@@ -205,9 +249,26 @@ class RunFolder:
         else:
             done = set()
         write_atomic(self.path / RUN_INFO, json.dumps(
-            {"fingerprint": fingerprint, **info, "started": info.get("started") or _now()}, indent=2,
-            ensure_ascii=False, default=str))
+            {"fingerprint": fingerprint, **info, "started": info.get("started") or _now(),
+             "tries": self.earlier_tries}, indent=2, ensure_ascii=False, default=str))
         return done
+
+    def _tries_before(self, previous: dict[str, Any]) -> list[dict[str, Any]]:
+        """The tries of this run before the one starting now: those run.json already lists, and the last
+        one, as its summary.json recorded it when it finished, else (killed, interrupted) from its start
+        to the last time results.jsonl was written."""
+        tries = [t for t in previous.get("tries") or [] if isinstance(t, dict)]
+        last = (_read_json(self.path / SUMMARY) or {}).get("run")
+        if isinstance(last, dict) and last.get("fingerprint") == previous.get("fingerprint") \
+                and last.get("started") == previous.get("started") and last.get("finished"):
+            return tries + [try_record(last)]
+        try:
+            ended = datetime.fromtimestamp((self.path / RESULTS).stat().st_mtime, timezone.utc)
+            ended_text = ended.isoformat(timespec="seconds")
+        except OSError:
+            ended_text = None
+        return tries + [{"started": previous.get("started"), "finished": None, "last_written": ended_text,
+                         "seconds": None, "scored_samples": None}]
 
     def archive(self, previous: dict[str, Any] | None) -> Path:
         """Move the run files now in the folder into a new subfolder of ``earlier/``."""
@@ -355,6 +416,16 @@ class RunFolder:
                         continue
         except OSError:
             return
+
+
+def try_record(run: dict[str, Any]) -> dict[str, Any]:
+    """What summary.json's run section says of the try that wrote it, as an entry of ``tries``."""
+    engine = run.get("engine") if isinstance(run.get("engine"), dict) else {}
+    n, resumed = run.get("n_samples"), run.get("resumed_samples") or 0
+    return {"started": run.get("started"), "finished": run.get("finished"), "seconds": run.get("seconds"),
+            "scored_samples": n - resumed if isinstance(n, int) and isinstance(resumed, int) else None,
+            "computed": sum((engine.get("computed") or {}).values()),
+            "cache_hits": sum((engine.get("cache_hits") or {}).values())}
 
 
 def _conversation_of(row: Any) -> str | None:

@@ -14,6 +14,7 @@ import gc
 import hashlib
 import json
 import logging
+import time
 from contextlib import contextmanager
 from dataclasses import replace
 from datetime import datetime, timezone
@@ -108,6 +109,7 @@ class RunSink:
                      "metric_options": {m.name: m.config() for m in metrics if m.config()}}
         self.done = folder.open(self.fingerprint, self.info, overwrite=overwrite)
         self.todo = [s for s in samples if s.id not in self.done]
+        self.clock = time.monotonic()  # this try's compute time, whatever the wall clock does
 
     def append(self, rows: list[ResultRow]) -> None:
         """Rows reach results.jsonl, fsynced, before they are reported anywhere else."""
@@ -118,6 +120,7 @@ class RunSink:
         """results.jsonl in dataset order and summary.json; ``facts`` are recorded in its run section."""
         return finish_run(self.folder, self.samples, self.metrics, self.aggregate,
                           {**self.info, "fingerprint": self.fingerprint, "resumed_samples": len(self.done),
+                           "seconds": round(time.monotonic() - self.clock, 3), "tries": self.folder.earlier_tries,
                            "engine": stats, **facts}, stats, len(self.done),
                           applicable_calibrations(self.metrics, self.identities, self.settings, calibrations))
 
@@ -243,7 +246,7 @@ def finish_run(folder: RunFolder, samples: list[Sample], metrics: list[Metric], 
 
     summary, _ = folder.finish({s.id: i for i, s in enumerate(samples)}, names, run_info,
                                annotate=annotated if chosen else None, summarize=summary_of)
-    return RunOutput(folder.path, RunSummary.from_dict(summary), stats, resumed)
+    return RunOutput(folder.path, RunSummary.from_dict(summary), stats, resumed, list(folder.earlier_tries))
 
 
 def _start(metric: Metric, sample: Sample, settings: EvalSettings):

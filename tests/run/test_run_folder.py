@@ -165,3 +165,85 @@ def test_lock_is_released_when_the_holder_is_killed(tmp_path: Path) -> None:
         except RunFolderError:
             assert time.time() < deadline
             time.sleep(0.05)
+
+
+def test_a_rerun_of_a_finished_run_says_what_it_reused_and_keeps_the_first_tries_compute_time(
+        tmp_path: Path, capsys, monkeypatch) -> None:
+    """Issue #55: the same command again answered in seconds with no word of what it reused, and the
+    report's duration became 0m 00s."""
+    monkeypatch.chdir(tmp_path)
+    data = tmp_path / "data.jsonl"
+    data.write_text("".join(json.dumps({"id": f"s{i}", "question": "q", "answer": f"a b c {i}",
+                                        "ground_truth": "a b d"}) + "\n" for i in range(3)))
+    args = ["run", "--dataset", str(data), "--profile", "starter", "--quiet", "--no-cache", "--metrics", "rouge_l"]
+    assert main(args) == 0
+    first_err = capsys.readouterr().err
+    assert "reused" not in first_err and "found a finished run" not in first_err
+    out = tmp_path / "runs" / "data"
+    first = json.loads((out / "summary.json").read_text())["run"]
+    assert first["tries"] == [] and first["seconds"] >= 0
+    assert not (out / ".lock").exists()  # a run that ended leaves no lock file behind
+
+    assert main(args) == 0
+    err = capsys.readouterr().err.splitlines()
+    [line] = [x for x in err if "found a finished run" in x]
+    assert f"found a finished run in {Path('runs') / 'data'} (started {first['started']})" in line
+    assert "reused all 3 samples from results.jsonl" in line and "no model was called" in line
+    run = json.loads((out / "summary.json").read_text())["run"]
+    [earlier] = run["tries"]
+    assert earlier["started"] == first["started"] and earlier["seconds"] == first["seconds"]
+    assert earlier["scored_samples"] == 3 and run["resumed_samples"] == 3
+    assert json.loads((out / "run.json").read_text())["tries"] == [earlier]
+    page = (out / "report.html").read_text()
+    assert "compute time, this try" in page and "every sample was scored already" in page
+    assert "try 1" in page and "finished, 3 samples scored" in page
+
+    assert main(args) == 0  # a third try lists both before it, in order
+    run = json.loads((out / "summary.json").read_text())["run"]
+    assert [t["scored_samples"] for t in run["tries"]] == [3, 0]
+
+
+def test_an_interrupted_try_is_recorded_until_its_last_write(tmp_path: Path) -> None:
+    out = tmp_path / "run"
+    samples = _samples(6)
+
+    class Stop(Exception):
+        pass
+
+    def stop_at_four(row) -> None:
+        if row.id == samples[4].id:
+            raise Stop
+
+    with pytest.raises(Stop):
+        _evaluate(samples, out, window=2, on_sample=stop_at_four)
+    started = json.loads((out / "run.json").read_text())["started"]
+    again = _evaluate(samples, out, window=2)
+    [earlier] = again.summary["run"]["tries"]
+    assert earlier["started"] == started and earlier["finished"] is None and earlier["last_written"]
+    assert again.resumed == 4
+    note = again.reuse_note()
+    assert note.startswith(f"resumed the run in {out}: reused 4 of 6 samples from results.jsonl; model calls: ")
+
+
+def test_a_lock_file_removed_by_the_run_that_held_it_is_not_locked_again(tmp_path: Path, monkeypatch) -> None:
+    """The run that ends removes .lock while holding it. A process that opened that file before the
+    removal and locks it after must see that it holds a removed file and lock the new one, or two runs
+    would hold the folder at once."""
+    import offline_eval.run.folder as folder_module
+
+    out = tmp_path / "run"
+    with RunFolder(out):
+        pass
+    assert not (out / ".lock").exists()
+    real, locked = folder_module.flock_exclusive, []
+
+    def removed_as_we_lock(handle) -> None:
+        real(handle)
+        locked.append(os.fstat(handle.fileno()).st_ino)
+        if len(locked) == 1:  # the holder removed the file we opened, between our open and our lock
+            os.unlink(out / ".lock")
+
+    monkeypatch.setattr(folder_module, "flock_exclusive", removed_as_we_lock)
+    with RunFolder(out) as run:
+        assert len(locked) == 2  # it opened and locked the file again
+        assert os.stat(out / ".lock").st_ino == locked[1] == os.fstat(run._lock_handle.fileno()).st_ino
