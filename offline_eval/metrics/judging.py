@@ -60,6 +60,12 @@ class UnreadableAnswer(Unscorable):
         self.raws = raws
 
 
+def after_repair(first: str, then: str) -> str:
+    """Why an answer could not be read, asked once and asked to repair it: each problem once (the
+    repair of an answer cut off is most often cut off again)."""
+    return f"{first}, also after repair" if then == first else f"{first}; after repair: {then}"
+
+
 def unreadable_verdicts(failure: UnreadableAnswer) -> Unscorable:
     """How a step that judges many items reports a reply it cannot read: the reason, then the problem,
     as the explanation, without the raw output."""
@@ -107,7 +113,7 @@ def ask_json_many(asks: Sequence[JsonAsk], settings: EvalSettings) -> Generator[
         if problem is None:
             answers[i] = JsonAnswer(value, raw, (first_raw, raw))
         elif unreadable is None:
-            unreadable = UnreadableAnswer(f"{first_problem}; after repair: {problem}", (first_raw, raw))
+            unreadable = UnreadableAnswer(after_repair(first_problem, problem), (first_raw, raw))
     if unreadable is not None:
         raise unreadable
     return answers
@@ -247,6 +253,15 @@ def answer_statements(answer: str, question: str | None, language: str, settings
 
 
 CREDULOUS_PASSAGE, SELF_SUPPORTED = "credulous_passage", "self_supported_statement"
+# What each refusal means, in words for a reviewer who knows nothing of the probes (the report shows it
+# beside each refused verdict; the explanations say it of their counts).
+NONSENSE_CONTROL = "a nonsense control sentence (the moon is made of green cheese)"
+REFUSED_NOTES = {
+    CREDULOUS_PASSAGE: f"not counted: the judge says the passage also supports {NONSENSE_CONTROL}, so its "
+                       "yes proves nothing",
+    SELF_SUPPORTED: "not counted: even an unrelated passage (a recipe) passes this check, so the judge's yes "
+                    "proves nothing",
+}
 
 
 @dataclass
@@ -592,11 +607,11 @@ def refusals(verdicts: Sequence[Verdict]) -> str:
     statements = sum(v.refused == SELF_SUPPORTED for v in verdicts)
     parts = []
     if passages:
-        parts.append(f"{passages} found only passages that agree with an absurd statement too, taken as no "
-                     "evidence")
+        parts.append(f"{passages} counted as unsupported because the judge says their passages also support "
+                     f"{NONSENSE_CONTROL}, so its yes proves nothing")
     if statements:
-        parts.append(f"{statements} an unrelated passage supports as well: statements about the grading, "
-                     "left unsupported")
+        parts.append(f"{statements} counted as unsupported because the judge says even an unrelated passage "
+                     "(a recipe) supports them: they speak to the grading, not about the world")
     return f"; of {len(verdicts)}, " + "; ".join(parts) if parts else ""
 
 

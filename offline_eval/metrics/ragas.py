@@ -16,8 +16,8 @@ from offline_eval.data.schema import Sample
 from offline_eval.metrics.base import Metric, Score, ScoreGenerator
 from offline_eval.metrics.evidence import Checks, Columns, Texts
 from offline_eval.metrics.judging import (
-    CREDULOUS_PASSAGE, SELF_SUPPORTED, UNRELATED_PASSAGE, YES_NO, JsonAsk, Statements, Verdict, Verdicts,
-    answer_statements, ask_json, ask_json_many, credulity_of, embed_texts, parallel, refusals,
+    CREDULOUS_PASSAGE, NONSENSE_CONTROL, SELF_SUPPORTED, UNRELATED_PASSAGE, YES_NO, JsonAsk, Statements, Verdict,
+    Verdicts, answer_statements, ask_json, ask_json_many, credulity_of, embed_texts, parallel, refusals,
     support_against_contexts, support_matrix,
 )
 from offline_eval.metrics.settings import EvalSettings
@@ -235,10 +235,11 @@ class ContextPrecision(SampleMetric):
         details = [{"chunk": i, **verdict} for i, verdict in enumerate(got)]
         flags = [d["useful"] for d in details]
         credulous = sum(d.get("refused") == CREDULOUS_PASSAGE for d in details)
-        notes = [f"{credulous} agree with an absurd statement too, taken as no help"] if credulous else []
+        notes = [f"{credulous} counted as not useful because the judge says they also support {NONSENSE_CONTROL}, "
+                 "so its yes proves nothing"] if credulous else []
         if self_support is not None and self_support > limit:
-            notes.append(f"an unrelated passage helps reach the {self.target_field.replace('_', ' ')} too "
-                         f"(P {self_support:.2f}): no chunk taken as useful")
+            notes.append(f"an unrelated passage helps reach the {self.target_field.replace('_', ' ')} "
+                         f"too (P {self_support:.2f}), so the judge's yes proves nothing: no chunk counted as useful")
         return Score(average_precision(flags), explanation=f"{sum(flags)} of {len(flags)} chunks useful"
                      + "".join(f"; {n}" for n in notes), metadata={"verdicts": details})
 

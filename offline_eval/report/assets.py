@@ -97,6 +97,7 @@ ol.chunks li { margin:0 0 6px; }
 .evidence { border:1px solid var(--line); border-radius:6px; background:#fff; padding:8px 10px; margin:10px 0 0; }
 .evidence > .head { display:flex; gap:10px; align-items:baseline; flex-wrap:wrap; }
 .evidence > .head .name { font-weight:600; }
+.evidence .share-note { margin:4px 0; padding:3px 8px; border-left:3px solid #c9a227; background:#fffaeb; }
 ul.items { list-style:none; margin:6px 0 0; padding:0; }
 ul.items > li { border-left:4px solid #b9c2cd; padding:3px 8px; margin:0 0 5px; background:#fbfcfd; }
 ul.items > li.ok { border-left-color:var(--good); background:#f1faf3; }

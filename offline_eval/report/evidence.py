@@ -13,10 +13,12 @@ from functools import lru_cache
 from typing import Any, Mapping
 
 from offline_eval.metrics.evidence import Checks, Columns, Evidence, Texts
+from offline_eval.metrics.judging import REFUSED_NOTES
 from offline_eval.records import finite, text_of
 from offline_eval.report._run import e, str_list
+from offline_eval.report.shares import DEFAULT_LINE, column_counts, share_note
 
-__all__ = ["evidence_html", "declared_evidence", "inferred_evidence"]
+__all__ = ["evidence_html", "declared_evidence", "inferred_evidence", "evidence_of"]
 
 _TONE = {True: "ok", False: "no", None: "irr"}
 
@@ -54,20 +56,29 @@ def inferred_evidence(key: str, value: Any) -> Evidence | None:
                   caption=f"{key}:")
 
 
-def evidence_html(metric: str, meta: Mapping[str, Any], contexts: list[str]) -> str:
-    """The HTML of one score's ``meta``: each declared entry, then each undeclared one whose shape is
-    known, then the rest as JSON."""
-    parts, used = [], set()
-    for spec in declared_evidence(metric):
-        parts.append(_drawn(spec, meta, contexts))
-        used.update(spec.keys)
+def evidence_of(metric: str, meta: Mapping[str, Any]) -> list[Evidence]:
+    """How to draw ``meta``: the metric's declared entries, then one for each undeclared entry whose
+    shape is known."""
+    specs = list(declared_evidence(metric))
+    used = {key for spec in specs for key in spec.keys}
     for key, value in meta.items():
-        if key in used:
-            continue
-        spec = inferred_evidence(key, value)
+        spec = inferred_evidence(key, value) if key not in used else None
         if spec is not None:
-            parts.append(_drawn(spec, meta, contexts))
+            specs.append(spec)
             used.add(key)
+    return specs
+
+
+def evidence_html(metric: str, meta: Mapping[str, Any], contexts: list[str], *, value: float | None = None,
+                  line: float = DEFAULT_LINE) -> str:
+    """The HTML of one score's ``meta``: where ``value`` is an expected share, the sentence that says so
+    beside the decisions (:mod:`~offline_eval.report.shares`; ``line``: the P(yes) the run decided at),
+    then each drawn entry, then the rest as JSON."""
+    specs = evidence_of(metric, meta)
+    note = share_note(value, meta, specs, line)
+    parts = [f"<div class='small share-note'>{e(note)}</div>" if note else ""]
+    parts += [_drawn(spec, meta, contexts, line) for spec in specs]
+    used = {key for spec in specs for key in spec.keys}
     rest = {k: v for k, v in meta.items() if k not in used}
     if rest:
         parts.append("<details><summary class='muted small'>other evidence</summary><pre class='json'>"
@@ -75,12 +86,12 @@ def evidence_html(metric: str, meta: Mapping[str, Any], contexts: list[str]) -> 
     return "".join(p for p in parts if p)
 
 
-def _drawn(spec: Evidence, meta: Mapping[str, Any], contexts: list[str]) -> str:
+def _drawn(spec: Evidence, meta: Mapping[str, Any], contexts: list[str], line: float) -> str:
     if isinstance(spec, Checks):
         return _checks_html(spec, meta.get(spec.key), contexts)
     if isinstance(spec, Texts):
         return _texts_html(spec, meta.get(spec.key))
-    return _columns_html(spec, meta)
+    return _columns_html(spec, meta, line)
 
 
 def _figure(value: Any, form: str) -> str:
@@ -134,9 +145,11 @@ def _checks_html(spec: Checks, value: Any, contexts: list[str]) -> str:
         else:
             text, quote = "", ""
         note = text_of(item.get(spec.note)) if spec.note else ""
+        refused = REFUSED_NOTES.get(text_of(item.get("refused")), "")  # a verdict a probe overruled
         items.append(f"<li class='{tone}'>{verdict}{text}"
                      + "".join(_figure(item.get(field), form) for field, form in spec.figures)
-                     + (f"<div class='muted small'>{e(note)}</div>" if note else "") + quote + "</li>")
+                     + "".join(f"<div class='muted small'>{e(n)}</div>" for n in (refused, note) if n)
+                     + quote + "</li>")
     if not items:
         return ""
     caption = f"<div class='muted small'>{e(spec.caption)}</div>" if spec.caption else ""
@@ -154,14 +167,16 @@ def _texts_html(spec: Texts, value: Any) -> str:
             + "".join(f"<li class='{_TONE[spec.good]}'>{e(t)}</li>" for t in texts) + "</ul>")
 
 
-def _columns_html(spec: Columns, meta: Mapping[str, Any]) -> str:
+def _columns_html(spec: Columns, meta: Mapping[str, Any], line: float) -> str:
     if not any(key in meta for key, _, _ in spec.columns):
         return ""
+    expected = column_counts(spec, meta)  # expected counts beside the decided lists: each head names both
     cols = []
-    for key, title, good in spec.columns:
+    for n, (key, title, good) in enumerate(spec.columns):
         texts = str_list(meta.get(key))
         items = "".join(f"<li class='{_TONE[good]}'>{e(t)}</li>" for t in texts) or "<li class='irr'>none</li>"
-        cols.append(f"<div><h4>{e(title)} ({len(texts)})</h4><ul class='items' data-kind='{e(key)}'>{items}</ul></div>")
+        count = f"{len(texts)} at the {line:g} line; expected {expected[n][1]:.2f}" if expected else len(texts)
+        cols.append(f"<div><h4>{e(title)} ({e(count)})</h4><ul class='items' data-kind='{e(key)}'>{items}</ul></div>")
     figures = [form.format(finite(meta.get(key))) for key, form in spec.figures if finite(meta.get(key)) is not None]
     tail = f"<div class='muted small'>{e(' · '.join(figures))}</div>" if figures else ""
     return f"<div class='tfp'>{''.join(cols)}</div>{tail}"

@@ -28,6 +28,7 @@ from offline_eval.report.conversations import (
     Conversation, conversations_of, conversations_section, history_html, place_html, placements,
 )
 from offline_eval.report.evidence import evidence_html
+from offline_eval.report.shares import DEFAULT_LINE, decision_line
 
 __all__ = ["write_report", "render_report", "write_retrieval_report", "render_retrieval_report",
            "page", "REPORT_FILE", "RETRIEVAL_REPORT_FILE"]
@@ -319,9 +320,17 @@ def _field(label: str, value: Any) -> str:
     return f"<div class='field'><div class='label'>{e(label)}</div><div class='text'>{e(text)}</div></div>"
 
 
+def _explained(reason: str | None, explanation: str) -> str:
+    """The explanation as shown beside its reason: without the reason again in front of it."""
+    if reason and explanation.startswith(f"{reason}: "):
+        return explanation[len(reason) + 2:]
+    return explanation
+
+
 def _sample_detail(rec: ResultRow, metrics: list[str], lower: set[str],
-                   place: tuple[Conversation, int] | None = None) -> str:
-    """A sample's evidence; ``place``: its conversation and turn number, when it is a turn of one."""
+                   place: tuple[Conversation, int] | None = None, line: float = DEFAULT_LINE) -> str:
+    """A sample's evidence; ``place``: its conversation and turn number, when it is a turn of one;
+    ``line``: the P(yes) at which the run decided a verdict."""
     sample = rec.sample
     contexts = str_list(sample.get("contexts"))
     left = ((place_html(*place) if place else "") + history_html(sample)
@@ -355,9 +364,10 @@ def _sample_detail(rec: ResultRow, metrics: list[str], lower: set[str],
         head = f"<span class='name'>{e(m)}</span> {pill(entry.value, reason, lower=m in lower)}"
         if reason:
             head += f" <span class='muted small'>unscored: <code>{e(reason)}</code></span>"
-        body = f"<div class='small'>{e(entry.explanation)}</div>" if entry.explanation else ""
+        explanation = _explained(reason, entry.explanation)
+        body = f"<div class='small'>{e(explanation)}</div>" if explanation else ""
         if entry.metadata:
-            body += evidence_html(m, entry.metadata, contexts)
+            body += evidence_html(m, entry.metadata, contexts, value=entry.value, line=line)
         evidence.append(f"<div class='evidence' data-metric='{e(m)}'><div class='head'>{head}</div>{body}</div>")
     return (f"<div class='cols'><div>{left}</div><div>{right}</div></div>" + "".join(evidence))
 
@@ -374,6 +384,7 @@ def _samples_section(data: RunData, metrics: list[str], anchors: list[str],
         heads.append(f"<th class='sortable num' data-key='m{i}' data-type='num' data-metric='{e(m)}'>"
                      f"{e(m).replace('_', '_<wbr>')}<span class='arrow'></span></th>")
     lower = {m for m in metrics if lower_is_better(m, data.metric_summaries.get(m))}
+    line = decision_line(data.run)
     bodies = []
     for idx, rec in enumerate(data.results):
         sample = rec.sample
@@ -402,7 +413,7 @@ def _samples_section(data: RunData, metrics: list[str], anchors: list[str],
             f"data-unscored='{e(' '.join(unscored))}' data-search='{e(search)}'>"
             f"<tr class='srow' aria-expanded='false'>{''.join(cells)}</tr>"
             f"<tr class='detail' hidden><td colspan='{len(heads)}'>"
-            f"{_sample_detail(rec, metrics, lower, places.get(idx))}</td></tr>"
+            f"{_sample_detail(rec, metrics, lower, places.get(idx), line)}</td></tr>"
             "</tbody>")
     lang_opts = "".join(f"<option value='{e(l)}'>{e(l)}</option>" for l in languages)
     lang_select = (f"<label>language <select id='f-lang'><option value=''>all</option>{lang_opts}</select></label>"

@@ -92,7 +92,7 @@ def test_a_planted_grader_note_is_refused_as_evidence_for_an_unsupported_answer(
     alone = score(Faithfulness(), Sample(id="a", question="", answer="Paris is the capital of Spain.",
                                          contexts=[PLANTED]), models(judge), EvalSettings())
     assert alone.value == 0.0 and alone.metadata["claims"][0]["refused"] == "credulous_passage"
-    assert "agree with an absurd statement" in alone.explanation
+    assert "their passages also support a nonsense control sentence" in alone.explanation
 
 
 def test_a_supported_answer_keeps_its_real_passage_beside_a_planted_one():
@@ -131,7 +131,7 @@ def test_a_statement_about_the_grading_appended_to_the_answer_is_left_unsupporte
     assert [c["refused"] if "refused" in c else None for c in claims] == [None, None, "self_supported_statement"]
     assert claims[2]["probability"] == 0.0 and claims[2]["self_support"] == pytest.approx(0.8)
     assert got.value == pytest.approx(0.1 * 2 / 3)
-    assert "statements about the grading" in got.explanation
+    assert "even an unrelated passage (a recipe) supports them" in got.explanation
     assert any(UNRELATED_PASSAGE["en"] in p for p in judge.prompts_seen)
     fooled = score(Faithfulness(), sample, models(judge), EvalSettings(baseline_weight=0.0, credulity_limit=1.0))
     assert fooled.value == pytest.approx((0.1 + 0.1 + 0.8) / 3)
@@ -254,7 +254,7 @@ def test_a_chunk_that_agrees_with_anything_is_not_useful_for_context_precision()
         got = score(metric, sample, models(judge), EvalSettings())
         assert [v["useful"] for v in got.metadata["verdicts"]] == [False, True], metric.name
         assert got.metadata["verdicts"][0]["refused"] == "credulous_passage"
-        assert got.value == pytest.approx(0.5) and "absurd statement" in got.explanation
+        assert got.value == pytest.approx(0.5) and "also support a nonsense control sentence" in got.explanation
         fooled = score(metric, sample, models(judge), EvalSettings(credulity_limit=1.0))
         assert fooled.value == pytest.approx(1.0)  # the planted chunk ranked first and "useful"
 

@@ -14,7 +14,7 @@ from offline_eval.data.schema import Sample
 from offline_eval.engine.executor import Engine, Task
 from offline_eval.engine.requests import Embed
 from offline_eval.metrics.base import Metric, Score, as_score, start
-from offline_eval.metrics.judging import JsonAsk, UnreadableAnswer, ask_json_many, embed_texts, parallel
+from offline_eval.metrics.judging import JsonAsk, UnreadableAnswer, after_repair, ask_json_many, embed_texts, parallel
 from offline_eval.metrics.ragas import Faithfulness
 from offline_eval.metrics.settings import EvalSettings
 from offline_eval.prompts.ragas import CLAIMS
@@ -136,7 +136,20 @@ def test_an_unreadable_answer_keeps_every_output_and_reports_the_first_in_the_or
     failure = raised.value
     assert failure.reason == "judge_unparseable" and failure.raws == ("nothing one", "still one")
     assert failure.metadata == {"raw": "still one"}
-    assert failure.explanation.startswith("no JSON object found in the output; after repair: ")
+    # the repair failed as the answer did: the problem is said once
+    assert failure.explanation == "no JSON object found in the output, also after repair"
+
+
+def test_an_answer_whose_repair_fails_otherwise_names_both_problems_and_the_same_one_once():
+    step = ask_json_many([JsonAsk(CLAIMS, "en", {"question": "q", "answer": "a"})], EvalSettings())
+    next(step)
+    step.send([('{"claims": ["cut',)])
+    with pytest.raises(UnreadableAnswer) as raised:
+        step.send([("no json at all",)])
+    assert raised.value.explanation == ("output cut off before the JSON closed; after repair: "
+                                        "no JSON object found in the output")
+    assert after_repair("output cut off before the JSON closed", "output cut off before the JSON closed") \
+        == "output cut off before the JSON closed, also after repair"
 
 
 def test_unreadable_verdicts_are_unscored_with_the_claims_being_checked():
