@@ -10,7 +10,11 @@ from __future__ import annotations
 import math
 from typing import Iterable
 
-__all__ = ["parse_thresholds", "ThresholdError"]
+__all__ = ["parse_thresholds", "ThresholdError", "DEFAULT_MAX_UNSCORED", "unscored_share"]
+
+# A gate fails when more than this share of a gated metric's rows went unscored: its mean would rest on
+# the rows the metric could score, which need not be like the others (an empty answer, a missing field).
+DEFAULT_MAX_UNSCORED = 0.1
 
 
 class ThresholdError(ValueError):
@@ -42,3 +46,16 @@ def parse_thresholds(spec: str | Iterable[str]) -> dict[str, float]:
     if not out:
         raise ThresholdError("no thresholds given: expected metric=value[,metric=value...]")
     return out
+
+
+def unscored_share(text: str) -> float:
+    """``--max-unscored``'s value: a share of rows from 0 to 1 (0.1: a tenth)."""
+    import argparse
+
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not 0.0 <= value <= 1.0:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a share of rows from 0 to 1 (e.g. 0.1 for a tenth)")
+    return value
