@@ -40,3 +40,63 @@ def test_estimate_refuses_a_run_still_being_written_unless_told(tmp_path, capsys
     fa = json.loads(out)["faithfulness"]
     assert fa["n"] <= 4 and "--partial" in err and "4 rows written so far" in err
     assert not (run / "summary.json").exists()
+
+
+def _scored_run(tmp_path: Path, labels: list[bool]) -> Path:
+    """A finished run of a model-free metric (rouge_l) on 12 rows, with a label for the first len(labels)."""
+    rows = [{"id": f"r{i}", "question": "Where is Paris?", "answer": "Paris is in France." if i % 2 else "Lyon.",
+             "contexts": ["Paris is the capital of France."], "ground_truth": "Paris is in France."}
+            for i in range(12)]
+    data = _write_labels(tmp_path / "d.jsonl", rows)
+    out = tmp_path / "run"
+    assert main(["run", "--dataset", str(data), "--metrics", "rouge_l", "--profile", "starter", "--no-cache",
+                 "--quiet", "--no-report", "--output", str(out)]) == 0
+    _write_labels(out / "labels.jsonl", [{"id": f"r{i}", "metric": "rouge_l", "label": y} for i, y in enumerate(labels)])
+    return out
+
+
+def test_calibrate_refuses_two_labels_and_warns_when_told_to_fit_on_few(tmp_path, capsys):
+    run = _scored_run(tmp_path, [False, True])
+    target = tmp_path / "calibration.json"
+    args = ["calibrate", "--run", str(run), "--metric", "rouge_l", "--to", str(target)]
+    capsys.readouterr()
+    assert main(args) == 2
+    [line] = capsys.readouterr().err.strip().splitlines()
+    assert "1 yes and 1 no labels" in line and "at least 10 of each (--min-per-class)" in line
+    assert "offline-eval review" in line and not target.exists()  # nothing written for later runs to apply
+    assert main(args + ["--min-per-class", "1"]) == 0
+    err = capsys.readouterr().err
+    assert "WARNING: a calibration of rouge_l rests on only 1 yes and 1 no labels, fewer than 10 of each" in err
+    assert target.exists()
+
+
+def test_calibrate_refuses_six_labels_of_each_class_by_default(tmp_path, capsys):
+    run = _scored_run(tmp_path, [i % 2 == 1 for i in range(12)])  # 6 of each: still too few
+    assert main(["calibrate", "--run", str(run), "--metric", "rouge_l", "--to", str(tmp_path / "c.json")]) == 2
+    assert "6 yes and 6 no labels" in capsys.readouterr().err
+
+
+def test_the_labels_per_class_check_by_itself(capsys):
+    import pytest
+
+    from offline_eval.agreement.scoring import check_labels_per_class
+    from offline_eval.data.schema import DataError
+
+    check_labels_per_class("x", 10, 12, None)  # enough: silent
+    assert capsys.readouterr().err == ""
+    with pytest.raises(DataError, match="9 yes and 12 no labels; it needs at least 10 of each"):
+        check_labels_per_class("x", 9, 12, None)
+    check_labels_per_class("x", 9, 12, 5)
+    assert "WARNING: x rests on only 9 yes and 12 no labels" in capsys.readouterr().err
+
+
+def test_agreement_refuses_a_handful_of_labels_before_scoring(tmp_path, capsys):
+    rows = [{"id": f"s{i}", "question": "q", "answer": "a", "contexts": ["c"], "h": "yes" if i < 2 else "no"}
+            for i in range(5)]
+    data = _write_labels(tmp_path / "labelled.jsonl", rows)
+    out = tmp_path / "agreement"
+    assert main(["agreement", "--dataset", str(data), "--labels", "h", "--positive", "yes", "--metric", "faithfulness",
+                 "--profile", "starter", "--output", str(out), "--no-cache", "--quiet"]) == 2
+    [line] = capsys.readouterr().err.strip().splitlines()
+    assert "the agreement of faithfulness would rest on 2 yes and 3 no labels" in line and "--min-per-class" in line
+    assert not out.exists()  # refused before anything was scored
