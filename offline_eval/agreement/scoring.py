@@ -312,7 +312,7 @@ def run_from_args(args: Any) -> int:
                               seed=DEFAULT_SEED if args.seed is None else args.seed)
     if report["protocol"] == "pointwise" and report["binary_labels"]:  # on the scored samples
         check_labels_per_class(f"the agreement of {args.metric}", report["n_positive"], report["n_negative"],
-                               args.min_per_class)
+                               getattr(args, "min_per_class", None))
     report = {"dataset": str(args.dataset), "labels": args.labels, "positive": list(args.positive or []),
               "metric": setup.metrics[0].name, "setup": setup_info(setup), **report}
     Path(output, "agreement.json").write_text(json.dumps(report, indent=2, ensure_ascii=False), encoding="utf-8")
