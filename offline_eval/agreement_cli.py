@@ -54,7 +54,7 @@ def _add_labelled_data(p: argparse.ArgumentParser, *, from_run: bool = False) ->
     data.add_argument("--min-per-class", type=positive_int, metavar="N",
                       help="the fewest yes and the fewest no labels (of scored samples) to "
                            f"{'fit a calibration' if from_run else 'measure agreement'} on (default "
-                           f"{MIN_LABELS_PER_CLASS}); fewer is refused, and a lower N than the default warns")
+                           f"{MIN_LABELS_PER_CLASS}); fewer is refused, and an N below {MIN_LABELS_PER_CLASS} warns")
 
 
 def _add_scoring(p: argparse.ArgumentParser, what: argparse._ArgumentGroup) -> None:
