@@ -215,10 +215,10 @@ def agreement_report(labelled: Sequence[tuple[Sample, float]], scores: dict[str,
     return out
 
 
-def check_labels_per_class(what: str, yes: int, no: int, minimum: int | None) -> None:
+def check_labels_per_class(what: str, yes: int, no: int, minimum: int | None, *, warn: bool = True) -> None:
     """Refuse (a DataError of one line) ``what`` resting on fewer than ``minimum`` labels of either class
     (None: MIN_LABELS_PER_CLASS); when a lower ``minimum`` lets fewer than the default through, a loud
-    warning on stderr."""
+    warning on stderr (``warn``; the check before scoring leaves it to the one after)."""
     from offline_eval.run.thresholds import MIN_LABELS_PER_CLASS
 
     required = MIN_LABELS_PER_CLASS if minimum is None else minimum
@@ -226,7 +226,7 @@ def check_labels_per_class(what: str, yes: int, no: int, minimum: int | None) ->
         raise DataError(f"{what} would rest on {yes} yes and {no} no labels; it needs at least {required} of each "
                         "(--min-per-class): label more samples (`offline-eval review` draws them at random), or "
                         "pass a lower --min-per-class to accept a figure that moves with every label")
-    if min(yes, no) < MIN_LABELS_PER_CLASS:
+    if warn and min(yes, no) < MIN_LABELS_PER_CLASS:
         print(f"offline-eval: WARNING: {what} rests on only {yes} yes and {no} no labels, fewer than "
               f"{MIN_LABELS_PER_CLASS} of each (allowed by --min-per-class {required}): it will move with every "
               "label added", file=sys.stderr)
@@ -275,7 +275,7 @@ def _score_labelled(args: Any, command: str) -> tuple[Run, list[tuple[Sample, fl
         raise DataError(f"no sample has a usable label in field '{args.labels}'", source=str(args.dataset))
     values = [y for _, y in labelled]
     if (command == "calibrate" or args.protocol == "pointwise") and all(y in (0.0, 1.0) for y in values):
-        _check_labelled(command, values, args)  # before scoring: the scored ones can only be fewer
+        _check_labelled(command, values, args, warn=False)  # before scoring: the scored ones can only be fewer
     config = RunConfig.from_args(args)
     setup = build_setup(args.metric, config.models, criteria=config.criteria, **config.options)
     if setup.starter:
@@ -294,11 +294,12 @@ def _score_labelled(args: Any, command: str) -> tuple[Run, list[tuple[Sample, fl
     return setup, labelled, excluded, scores, Path(output)
 
 
-def _check_labelled(command: str, labels: Sequence[float], args: Any) -> None:
+def _check_labelled(command: str, labels: Sequence[float], args: Any, *, warn: bool = True) -> None:
     from offline_eval.calibration import labels_per_class
 
     what = "a calibration" if command == "calibrate" else "the agreement"
-    check_labels_per_class(f"{what} of {args.metric}", *labels_per_class(labels), getattr(args, "min_per_class", None))
+    check_labels_per_class(f"{what} of {args.metric}", *labels_per_class(labels), getattr(args, "min_per_class", None),
+                           warn=warn)
 
 
 def run_from_args(args: Any) -> int:

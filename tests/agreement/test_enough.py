@@ -100,3 +100,18 @@ def test_agreement_refuses_a_handful_of_labels_before_scoring(tmp_path, capsys):
     [line] = capsys.readouterr().err.strip().splitlines()
     assert "the agreement of faithfulness would rest on 2 yes and 3 no labels" in line and "--min-per-class" in line
     assert not out.exists()  # refused before anything was scored
+
+
+def test_the_warning_is_given_once_and_the_check_before_scoring_only_refuses(capsys):
+    import argparse
+
+    import pytest
+
+    from offline_eval.agreement.scoring import _check_labelled
+    from offline_eval.data.schema import DataError
+
+    args = argparse.Namespace(metric="faithfulness", min_per_class=2)
+    _check_labelled("calibrate", [1, 1, 0, 0, 0], args, warn=False)
+    assert capsys.readouterr().err == ""
+    with pytest.raises(DataError, match="a calibration of faithfulness would rest on 1 yes and 3 no labels"):
+        _check_labelled("calibrate", [1, 0, 0, 0], args, warn=False)
