@@ -37,6 +37,12 @@ FORMAT = 1
 _EPS = 1e-4
 
 
+def labels_per_class(labels: Iterable[float]) -> tuple[int, int]:
+    """(yes, no): how many labels are 1 and how many 0."""
+    values = list(labels)
+    return sum(1 for y in values if y == 1), sum(1 for y in values if y == 0)
+
+
 def settings_signature(settings: EvalSettings, options: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """What a calibration is fitted for besides its metric and models: the settings that change values
     (declared so in :class:`EvalSettings`), and the metric's own options (``Metric.config()``) when it

@@ -101,7 +101,13 @@ def add_run_parser(subparsers: Any) -> argparse.ArgumentParser:
     out.add_argument("--per-row", action="store_true",
                      help="one sample at a time, as the reference tools do (for benchmarks)")
     out.add_argument("--fail-under", metavar="metric=min,...",
-                     help="exit 3 when a metric's mean is below its minimum, e.g. faithfulness=0.8")
+                     help="exit 3 when a metric's mean is below its minimum, e.g. faithfulness=0.8, or when more "
+                          "than --max-unscored of its rows are unscored")
+    from offline_eval.run.thresholds import DEFAULT_MAX_UNSCORED, unscored_share
+
+    out.add_argument("--max-unscored", type=unscored_share, metavar="SHARE",
+                     help="the share of a gated metric's rows that may go unscored before --fail-under fails "
+                          f"(default {DEFAULT_MAX_UNSCORED:g})")
     out.add_argument("--no-report", action="store_true", help="skip the HTML report")
     out.add_argument("--quiet", action="store_true", help="no progress bars")
     dist = p.add_argument_group("distributed (pip install 'offline-eval[ray]')")
@@ -292,8 +298,14 @@ def _run(args: argparse.Namespace, watch: dict[str, Any]) -> int:
     _print_summary(result.summary)
     print(f"results: {result.output_dir / 'results.jsonl'}", file=sys.stderr)
     if run.config.fail_under:
-        from offline_eval.report.gating import check_thresholds
-        failures = check_thresholds(result.summary, dict(run.config.fail_under))
+        from offline_eval.report.gating import check_thresholds, gate_lines
+        from offline_eval.run.thresholds import DEFAULT_MAX_UNSCORED
+        gates = dict(run.config.fail_under)
+        limit = getattr(args, "max_unscored", None)
+        limit = DEFAULT_MAX_UNSCORED if limit is None else limit
+        for line in gate_lines(result.summary, gates, max_unscored=limit):  # what each gate rests on
+            print(f"offline-eval: gate: {line}", file=sys.stderr)
+        failures = check_thresholds(result.summary, gates, max_unscored=limit)
         if failures:
             for failure in failures:
                 print(f"offline-eval: gate failed: {failure}", file=sys.stderr)

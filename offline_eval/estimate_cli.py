@@ -27,6 +27,7 @@ def cmd_estimate(args: argparse.Namespace) -> int:
     if not run_dir.is_dir():
         raise DataError("no such run folder", source=str(run_dir))
     labels = Path(args.labels) if args.labels else run_dir / LABELS_FILE
+    partial = _check_finished(run_dir, args.partial)
     run = read_run(run_dir)
     result = estimate_run(run_dir, labels, prediction=args.prediction or DEFAULT_PREDICTION, run=run,
                           any_run=args.any_run)
@@ -51,9 +52,29 @@ def cmd_estimate(args: argparse.Namespace) -> int:
     if result.other_run:
         print(f"offline-eval: {result.other_run} label(s) name another run (their 'run' fingerprint is not this "
               "run's): left out; pass --any-run if that run scored the same samples", file=sys.stderr)
+    if partial:
+        print(f"offline-eval: {printable(str(run_dir))} has not finished (--partial): these estimates are over the "
+              f"{len(run.ids)} rows written so far, not the whole run; labels of rows not yet written count as "
+              "unknown_id", file=sys.stderr)
     if not args.no_write:
         _keep(run_dir, result)
     return 0
+
+
+def _check_finished(run_dir: Path, partial: bool) -> bool:
+    """True when the run has not finished and --partial allows reading it anyway; a DataError (one line)
+    when it has not finished without --partial: its rows are not all written, and an estimate over the
+    first ones would look like one over the whole run."""
+    from offline_eval.data.schema import DataError
+    from offline_eval.run.folder import SUMMARY, is_finished
+
+    if is_finished(run_dir) or not (run_dir / "results.jsonl").is_file():
+        return False  # finished, or no run folder at all (read_run says so)
+    if not partial:
+        raise DataError(f"the run has not finished (no {SUMMARY}), so its rows are not all written: rerun the "
+                        "same `offline-eval run` command to finish it, or pass --partial to estimate over the "
+                        "rows written so far", source=str(run_dir))
+    return True
 
 
 def _keep(run_dir: Path, result: Any) -> None:
@@ -111,6 +132,9 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("--any-run", action="store_true",
                    help="use labels given on another run too (their 'run' fingerprint differs: another judge or "
                         "settings on the same samples); without it they are left out and counted")
+    p.add_argument("--partial", action="store_true",
+                   help="estimate a run that has not finished (no summary.json yet) over the rows written so far; "
+                        "without it such a run is refused")
     p.add_argument("--no-write", action="store_true", help="leave summary.json and report.html as they are")
     p.set_defaults(func=cmd_estimate)
     return p

@@ -215,6 +215,23 @@ def agreement_report(labelled: Sequence[tuple[Sample, float]], scores: dict[str,
     return out
 
 
+def check_labels_per_class(what: str, yes: int, no: int, minimum: int | None, *, warn: bool = True) -> None:
+    """Refuse (a DataError of one line) ``what`` resting on fewer than ``minimum`` labels of either class
+    (None: MIN_LABELS_PER_CLASS); when a lower ``minimum`` lets fewer than the default through, a loud
+    warning on stderr (``warn``; the check before scoring leaves it to the one after)."""
+    from offline_eval.run.thresholds import MIN_LABELS_PER_CLASS
+
+    required = MIN_LABELS_PER_CLASS if minimum is None else minimum
+    if min(yes, no) < required:
+        raise DataError(f"{what} would rest on {yes} yes and {no} no labels; it needs at least {required} of each "
+                        "(--min-per-class): label more samples (`offline-eval review` draws them at random), or "
+                        "pass a lower --min-per-class to accept a figure that moves with every label")
+    if warn and min(yes, no) < MIN_LABELS_PER_CLASS:
+        print(f"offline-eval: WARNING: {what} rests on only {yes} yes and {no} no labels, fewer than "
+              f"{MIN_LABELS_PER_CLASS} of each (allowed by --min-per-class {required}): it will move with every "
+              "label added", file=sys.stderr)
+
+
 def format_report(report: dict[str, Any]) -> str:
     """A few human-readable lines."""
     def fmt(stat: dict[str, Any]) -> str:
@@ -256,6 +273,9 @@ def _score_labelled(args: Any, command: str) -> tuple[Run, list[tuple[Sample, fl
                                      drop=args.drop or ())
     if not labelled:
         raise DataError(f"no sample has a usable label in field '{args.labels}'", source=str(args.dataset))
+    values = [y for _, y in labelled]
+    if (command == "calibrate" or args.protocol == "pointwise") and all(y in (0.0, 1.0) for y in values):
+        _check_labelled(command, values, args, warn=False)  # before scoring: the scored ones can only be fewer
     config = RunConfig.from_args(args)
     setup = build_setup(args.metric, config.models, criteria=config.criteria, **config.options)
     if setup.starter:
@@ -274,6 +294,14 @@ def _score_labelled(args: Any, command: str) -> tuple[Run, list[tuple[Sample, fl
     return setup, labelled, excluded, scores, Path(output)
 
 
+def _check_labelled(command: str, labels: Sequence[float], args: Any, *, warn: bool = True) -> None:
+    from offline_eval.calibration import labels_per_class
+
+    what = "a calibration" if command == "calibrate" else "the agreement"
+    check_labels_per_class(f"{what} of {args.metric}", *labels_per_class(labels), getattr(args, "min_per_class", None),
+                           warn=warn)
+
+
 def run_from_args(args: Any) -> int:
     """The ``offline-eval agreement`` command (see :mod:`offline_eval.agreement_cli`)."""
     import json
@@ -283,6 +311,9 @@ def run_from_args(args: Any) -> int:
                               threshold=args.threshold, value_key=args.value, excluded=excluded,
                               resamples=DEFAULT_RESAMPLES if args.resamples is None else args.resamples,
                               seed=DEFAULT_SEED if args.seed is None else args.seed)
+    if report["protocol"] == "pointwise" and report["binary_labels"]:  # on the scored samples
+        check_labels_per_class(f"the agreement of {args.metric}", report["n_positive"], report["n_negative"],
+                               getattr(args, "min_per_class", None))
     report = {"dataset": str(args.dataset), "labels": args.labels, "positive": list(args.positive or []),
               "metric": setup.metrics[0].name, "setup": setup_info(setup), **report}
     Path(output, "agreement.json").write_text(json.dumps(report, indent=2, ensure_ascii=False), encoding="utf-8")
@@ -445,6 +476,8 @@ def _fit_and_write(args: Any, metric: Metric, identities: dict[str, str], settin
     """Fit the calibration, write it (--to, else into ``home``) and print its figures."""
     from offline_eval.calibration import CALIBRATION_FILE, fit_calibration, write_calibration
 
+    if all(y in (0.0, 1.0) for y in labels):  # else fit_calibration says binary labels are needed
+        _check_labelled("calibrate", labels, args)
     target = args.to
     if target is None:
         if home is None:

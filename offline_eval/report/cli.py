@@ -4,8 +4,9 @@ The main CLI calls :func:`register` with its subparsers; each subcommand sets ``
 callable taking the parsed arguments and returning the exit status. Only argparse is imported
 here; the report machinery is imported when a command runs.
 
-Exit status: 0 success; 1 ``--fail-on-regression`` found a significant regression;
-2 bad input (missing or malformed run directory).
+Exit status: 0 success; 1 ``--fail-on-regression`` found a significant regression, or a metric whose
+pairs are too few (``--max-unscored``); 2 bad input (missing or malformed run directory), or runs a
+gate cannot rest on (no metric or no sample in common, a run not finished).
 """
 
 from __future__ import annotations
@@ -32,9 +33,7 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 def cmd_compare(args: argparse.Namespace) -> int:
     """Compare two runs, print the table, write compare.html, optionally gate on regressions."""
-    from offline_eval.report.compare import (
-        compare_runs, print_comparison, regression_failures, write_comparison_html,
-    )
+    from offline_eval.report.compare import compare_runs, print_comparison, write_comparison_html
 
     try:
         comparison = compare_runs(args.run_a, args.run_b, by=args.by)
@@ -45,16 +44,37 @@ def cmd_compare(args: argparse.Namespace) -> int:
         return 2
     print(f"\nwrote {path}")
     if args.fail_on_regression:
-        failures = regression_failures(comparison)
-        for line in failures:
-            print(f"REGRESSION: {line}", file=sys.stderr)
-        if failures:
-            return 1
+        return _gate(comparison, args.max_unscored)
     return 0
+
+
+def _gate(comparison: Any, max_unscored: float | None) -> int:
+    """--fail-on-regression: 2 when the runs cannot be gated on (one line each: what is missing), else
+    each metric's pairs, then 1 when a metric rests on too few of them or regressed."""
+    from offline_eval.report.compare import gate_failures, gate_lines, gate_refusals, regression_failures
+    from offline_eval.run.thresholds import DEFAULT_MAX_UNSCORED
+
+    refusals = gate_refusals(comparison)
+    for line in refusals:
+        print(f"offline-eval compare: cannot gate: {line}", file=sys.stderr)
+    if refusals:
+        return 2
+    limit = DEFAULT_MAX_UNSCORED if max_unscored is None else max_unscored
+    for line in gate_lines(comparison, limit):
+        print(f"gate: {line}")
+    failures = gate_failures(comparison, limit)
+    for line in failures:
+        print(f"GATE FAILED: {line}", file=sys.stderr)
+    regressions = regression_failures(comparison)
+    for line in regressions:
+        print(f"REGRESSION: {line}", file=sys.stderr)
+    return 1 if failures or regressions else 0
 
 
 def register(subparsers: Any) -> None:
     """Add the ``report`` and ``compare`` subcommands to an argparse subparsers object."""
+    from offline_eval.run.thresholds import DEFAULT_MAX_UNSCORED, unscored_share
+
     p = subparsers.add_parser("report", help="write a self-contained HTML report of a run",
                               description="Write RUN_DIR/report.html: one self-contained file that "
                                           "opens offline in any browser.")
@@ -76,7 +96,12 @@ def register(subparsers: Any) -> None:
                         "metric's conversation means (the mean over a conversation's turns)")
     c.add_argument("--fail-on-regression", action="store_true",
                    help="exit 1 when any metric is significantly worse in RUN_B "
-                        "(p < 0.05 and the 95%% interval entirely on the bad side of zero)")
+                        "(p < 0.05 and the 95%% interval entirely on the bad side of zero), or when a metric's "
+                        "pairs are too few (--max-unscored); exit 2 when the runs share no metric or no sample, "
+                        "or one has not finished")
+    c.add_argument("--max-unscored", type=unscored_share, metavar="SHARE",
+                   help="with --fail-on-regression: the share of the samples both runs have that may go unscored "
+                        f"in one run or the other before a metric's gate fails (default {DEFAULT_MAX_UNSCORED:g})")
     c.set_defaults(func=cmd_compare)
 
 

@@ -10,6 +10,12 @@ metrics where lower is better, such as ``hallucination_rate``).
 conversation means as each run's summary gives them (the mean over the conversation's scored turns),
 so a chat assistant is judged conversation by conversation, each counting once however many turns it
 has; the bootstrap resamples conversations.
+
+A regression gate must be able to fail: :func:`gate_refusals` says why two runs cannot be gated on (one
+has not finished, they share no metric, no sample, no pair), and :func:`gate_failures` fails a metric
+whose pairs are too few: of the samples both runs have that either run scored, more than
+``max_unscored`` (the ``--fail-under`` limit) left unscored by the other. :func:`gate_lines` says on how
+many pairs each metric rests.
 """
 
 from __future__ import annotations
@@ -21,10 +27,12 @@ from typing import IO, Mapping
 
 from offline_eval.records import finite
 from offline_eval.report._run import RunData, load_run, lower_is_better, text_of
+from offline_eval.run.folder import is_finished
+from offline_eval.run.thresholds import DEFAULT_MAX_UNSCORED
 
 __all__ = ["SampleDelta", "MetricComparison", "Comparison", "compare_runs", "regression_failures",
-           "format_comparison", "print_comparison", "render_comparison_html", "write_comparison_html",
-           "COMPARE_FILE"]
+           "gate_refusals", "gate_failures", "gate_lines", "format_comparison", "print_comparison",
+           "render_comparison_html", "write_comparison_html", "COMPARE_FILE"]
 
 COMPARE_FILE = "compare.html"
 ALPHA = 0.05
@@ -61,6 +69,7 @@ class MetricComparison:
     lower_is_better: bool = False
     most_regressed: list[SampleDelta] = field(default_factory=list)
     alpha: float = ALPHA
+    n_either: int = 0  # units in both runs that either run scored (pairs, and those one run left unscored)
 
     @property
     def significant(self) -> bool:
@@ -103,6 +112,7 @@ class Comparison:
     metrics_only_in_b: list[str] = field(default_factory=list)
     starter: list[str] = field(default_factory=list)  # "A" / "B": runs on the starter profile
     unit: str = "sample"  # what was paired: "sample" (by id) or "conversation" (by conversation id)
+    unfinished: list[str] = field(default_factory=list)  # "A" / "B": folders with no summary.json yet
 
     def metric(self, name: str) -> MetricComparison:
         for m in self.metrics:
@@ -180,7 +190,8 @@ def compare_runs(run_a: str | Path | RunData, run_b: str | Path | RunData, *, al
         a.path, b.path, _label(a), _label(b), len(common),
         [key for key in ia if key not in ib], [key for key in ib if key not in ia], metrics,
         [m for m in names_a if m not in names_b], [m for m in names_b if m not in names_a],
-        [side for side, data in (("A", a), ("B", b)) if data.starter], by)
+        [side for side, data in (("A", a), ("B", b)) if data.starter], by,
+        [side for side, data in (("A", a), ("B", b)) if not is_finished(data.path)])
 
 
 def _compare_metric(m: str, ia: dict[str, _Unit], ib: dict[str, _Unit], common: list[str], lib: bool,
@@ -189,21 +200,23 @@ def _compare_metric(m: str, ia: dict[str, _Unit], ib: dict[str, _Unit], common: 
     from offline_eval.stats import paired_bootstrap
 
     pairs: list[SampleDelta] = []
+    either = 0
     for key in common:
         ua, ub = ia[key], ib[key]
         va, vb = ua.values[m], ub.values[m]
+        either += va is not None or vb is not None
         if va is None or vb is None:
             continue
         pairs.append(SampleDelta(key, va, vb, ub.question or ua.question, ua.answer, ub.answer))
     if not pairs:
-        return MetricComparison(m, 0, None, None, None, None, None, lib, [], alpha)
+        return MetricComparison(m, 0, None, None, None, None, None, lib, [], alpha, either)
     result = paired_bootstrap([p.a for p in pairs], [p.b for p in pairs])
     worse = [p for p in pairs if (p.delta > 0 if lib else p.delta < 0)]
     worse.sort(key=lambda p: (-p.delta if lib else p.delta, p.id))
     return MetricComparison(
         m, result.n_pairs, sum(p.a for p in pairs) / len(pairs), sum(p.b for p in pairs) / len(pairs),
         result.delta, (float(result.ci95[0]), float(result.ci95[1])), float(result.p_value), lib,
-        worse[:top], alpha)
+        worse[:top], alpha, either)
 
 
 def _num(v: float | None, digits: int = 3, sign: bool = False) -> str:
@@ -239,6 +252,56 @@ def regression_failures(comparison: Comparison) -> list[str]:
     return lines
 
 
+def gate_refusals(comparison: Comparison) -> list[str]:
+    """Why a regression gate cannot rest on this comparison at all (one line each, saying what to do);
+    empty when it can: a run that has not finished, no metric, no sample or no pair in common."""
+    c, lines = comparison, []
+    what = "sample id" if c.unit == "sample" else "conversation id"
+    for side in c.unfinished:
+        lines.append(f"run {side} ({c.run_a if side == 'A' else c.run_b}) has not finished (no summary.json): rerun "
+                     "the same `offline-eval run` command to finish it before gating on it")
+    if not c.metrics:
+        lines.append(f"the runs share no metric (A: {', '.join(c.metrics_only_in_a) or 'none'}; B: "
+                     f"{', '.join(c.metrics_only_in_b) or 'none'}): nothing to gate on; score both with the same metrics")
+    elif not c.n_common:
+        lines.append(f"the runs share no {what} ({len(c.only_in_a)} in A, {len(c.only_in_b)} in B): nothing to "
+                     "gate on; compare two runs of the same dataset")
+    elif not any(m.n_pairs for m in c.metrics):
+        lines.append(f"no metric scored any {c.unit} in both runs: nothing to gate on; see why they went unscored")
+    return lines
+
+
+def gate_failures(comparison: Comparison, max_unscored: float = DEFAULT_MAX_UNSCORED) -> list[str]:
+    """One line per metric whose pairs are too few to gate on: of the units both runs have that either
+    run scored, more than ``max_unscored`` left unscored by the other (a run that stops scoring a
+    metric must not pass because its change is measured on what is left)."""
+    lines = []
+    for m in comparison.metrics:
+        missing = m.n_either - m.n_pairs
+        if missing > max_unscored * m.n_either:
+            lines.append(f"{m.name}: {missing} of the {m.n_either} {comparison.unit}s scored in A or B are unscored "
+                         f"in the other ({100 * missing / m.n_either:.0f}%), more than the {max_unscored * 100:g}% "
+                         f"--max-unscored allows: its change rests on {m.n_pairs} pairs; see why they went "
+                         "unscored, or pass a higher --max-unscored")
+    return lines
+
+
+def gate_lines(comparison: Comparison, max_unscored: float = DEFAULT_MAX_UNSCORED) -> list[str]:
+    """One line per metric: its change and the pairs it rests on; a metric neither run scored on any
+    unit both have is not gated, and says so."""
+    lines = []
+    for m in comparison.metrics:
+        if not m.n_either:
+            lines.append(f"{m.name}: scored in neither run on the {comparison.n_common} {comparison.unit}s both have: "
+                         "not gated")
+            continue
+        missing = m.n_either - m.n_pairs
+        lines.append(f"{m.name}: delta {_num(m.delta, sign=True)} over {m.n_pairs} pairs of the {m.n_either} "
+                     f"{comparison.unit}s scored in A or B ({missing} unscored in the other, "
+                     f"{100 * missing / m.n_either:.0f}%; at most {max_unscored * 100:g}% allowed, --max-unscored)")
+    return lines
+
+
 def _rows(comparison: Comparison) -> list[list[str]]:
     return [[m.name, _num(m.mean_a), _num(m.mean_b), _num(m.delta, sign=True), _ci(m.ci95), _p(m.p_value),
              str(m.n_pairs), m.verdict] for m in comparison.metrics]
@@ -256,6 +319,8 @@ def _notes(comparison: Comparison) -> list[str]:
     if comparison.starter:
         notes.append(f"starter profile ({' and '.join(comparison.starter)}): these scores only show that the "
                      "pipeline runs; do not use them to judge a system")
+    for side in comparison.unfinished:
+        notes.append(f"{side} has not finished (no summary.json): only the rows written so far are compared")
     if comparison.only_in_a:
         notes.append(f"{len(comparison.only_in_a)} {units} only in A (ignored)")
     if comparison.only_in_b:

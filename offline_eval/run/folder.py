@@ -53,6 +53,12 @@ class RunFolderError(RuntimeError):
     """The folder cannot take this run (in use, or holding another run); the message says what to do."""
 
 
+def is_finished(path: str | Path) -> bool:
+    """Whether the run folder at ``path`` holds a finished run: summary.json is written last, after
+    results.jsonl is whole (the check `offline-eval review` makes)."""
+    return (Path(path) / SUMMARY).is_file()
+
+
 def _now() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="seconds")
 

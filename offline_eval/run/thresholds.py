@@ -1,4 +1,5 @@
-"""A run's ``--fail-under`` thresholds, read from ``"faithfulness=0.8,answer_relevancy=0.7"``.
+"""A run's ``--fail-under`` thresholds, read from ``"faithfulness=0.8,answer_relevancy=0.7"``, and the
+least a gated or fitted number must rest on (unscored rows, labels per class).
 
 Read where the run is configured (:class:`offline_eval.run.config.RunConfig`), which checks every name
 against the run's metrics before anything loads; :mod:`offline_eval.report.gating` checks a finished
@@ -10,7 +11,15 @@ from __future__ import annotations
 import math
 from typing import Iterable
 
-__all__ = ["parse_thresholds", "ThresholdError"]
+__all__ = ["parse_thresholds", "ThresholdError", "DEFAULT_MAX_UNSCORED", "MIN_LABELS_PER_CLASS", "unscored_share"]
+
+# A gate fails when more than this share of a gated metric's rows went unscored: its mean would rest on
+# the rows the metric could score, which need not be like the others (an empty answer, a missing field).
+DEFAULT_MAX_UNSCORED = 0.1
+# A threshold and a Platt map fitted on fewer labels of either class move with every label added, and a
+# calibration is applied by every later run of these models: `calibrate` (and `agreement`) refuse fewer
+# unless --min-per-class allows them, and warn then.
+MIN_LABELS_PER_CLASS = 10
 
 
 class ThresholdError(ValueError):
@@ -42,3 +51,16 @@ def parse_thresholds(spec: str | Iterable[str]) -> dict[str, float]:
     if not out:
         raise ThresholdError("no thresholds given: expected metric=value[,metric=value...]")
     return out
+
+
+def unscored_share(text: str) -> float:
+    """``--max-unscored``'s value: a share of rows from 0 to 1 (0.1: a tenth)."""
+    import argparse
+
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not 0.0 <= value <= 1.0:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a share of rows from 0 to 1 (e.g. 0.1 for a tenth)")
+    return value

@@ -234,7 +234,7 @@ def test_agreement_command_end_to_end(tmp_path: Path, capsys):
         "agreement", "--dataset", str(data), "--labels", "h", "--positive", "yes", "--drop", "generic",
         "--metric", "faithfulness_sentences", "--profile", "starter", "--judge-backend", "scripted",
         "--judge", str(tmp_path / "script.json"), "--output", str(out), "--cache", str(tmp_path / "c.sqlite"),
-        "--value", "mean_probability", "--quiet"])
+        "--value", "mean_probability", "--quiet", "--min-per-class", "2"])
     assert args.func(args) == 0
     report = json.loads((out / "agreement.json").read_text(encoding="utf-8"))
     assert report["n_labelled"] == 5 and report["excluded"] == {"dropped_label": 1}

@@ -105,7 +105,7 @@ def test_calibrate_writes_into_the_judge_folder_and_run_applies_it_to_that_judge
     data = _labelled(tmp_path / "labelled.jsonl")
     common = ["--profile", str(tiny_profile), "--verifier", "judge", "--cache", str(tmp_path / "cache.sqlite"),
               "--quiet"]
-    assert main(["calibrate", "--dataset", str(data), "--labels", "human", "--positive", "yes",
+    assert main(["calibrate", "--dataset", str(data), "--labels", "human", "--positive", "yes", "--min-per-class", "6",
                  "--metric", "faithfulness", "--judge", str(judge_a), "--output", str(tmp_path / "cal"), *common]) == 0
     assert "threshold" in capsys.readouterr().out
     written = read_calibrations(judge_a)

@@ -301,9 +301,10 @@ def test_a_run_with_labels_reports_them_and_calibrate_from_it_fits_as_scoring_ag
     data, rows = _labelled(tmp_path / "labelled.jsonl")
     common = ["--profile", str(tiny_profile), "--verifier", "judge", "--cache", str(tmp_path / "cache.sqlite"),
               "--quiet"]
+    few = ["--min-per-class", "8"]  # 8 of each: below the default, allowed (with a warning)
     assert main(["calibrate", "--dataset", str(data), "--labels", "human", "--positive", "yes",
                  "--metric", "faithfulness", "--output", str(tmp_path / "cal"), "--to",
-                 str(tmp_path / "scored.json"), *common]) == 0
+                 str(tmp_path / "scored.json"), *few, *common]) == 0
     scored = read_calibrations(tmp_path / "scored.json")[0]
 
     run_dir = tmp_path / "run"
@@ -322,14 +323,14 @@ def test_a_run_with_labels_reports_them_and_calibrate_from_it_fits_as_scoring_ag
     assert "What your experts would say" in (run_dir / "report.html").read_text(encoding="utf-8")
 
     assert main(["calibrate", "--run", str(run_dir), "--metric", "faithfulness", "--to",
-                 str(tmp_path / "stored.json")]) == 0
+                 str(tmp_path / "stored.json"), *few]) == 0
     stored = read_calibrations(tmp_path / "stored.json")[0]
     assert stored.threshold == scored.threshold and stored.platt == scored.platt
     assert stored.quality == scored.quality and (stored.n, stored.n_positive) == (scored.n, scored.n_positive)
     assert stored.models == scored.models and stored.settings == scored.settings  # `run` applies it alike
 
     # Without --to, into the judge's folder when the flags name the run's models; other models are refused.
-    assert main(["calibrate", "--run", str(run_dir), "--metric", "faithfulness", *common]) == 0
+    assert main(["calibrate", "--run", str(run_dir), "--metric", "faithfulness", *few, *common]) == 0
     import tomllib
     judge = Path(tomllib.loads(Path(tiny_profile).read_text())["judge"]["path"])
     assert read_calibrations(judge)[0].threshold == scored.threshold
@@ -337,7 +338,7 @@ def test_a_run_with_labels_reports_them_and_calibrate_from_it_fits_as_scoring_ag
     from tests import tiny_models
     other = tiny_models.build_judge(tmp_path / "other-judge", seed=99)
     assert main(["calibrate", "--run", str(run_dir), "--metric", "faithfulness", "--judge", str(other),
-                 *common]) == 2
+                 *few, *common]) == 2
     assert "other models than the run was scored with" in capsys.readouterr().err
     assert main(["calibrate", "--run", str(run_dir), "--metric", "answer_correctness", "--to",
                  str(tmp_path / "x.json")]) == 2

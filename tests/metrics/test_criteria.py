@@ -192,7 +192,7 @@ def test_calibrate_fits_a_criterion_from_a_run_and_labels(tiny_profile: Path, tm
                               for i, r in enumerate(rows)), encoding="utf-8")
     target = tmp_path / "calibration.json"
     assert main(["calibrate", "--run", str(out), "--labels", str(labels), "--metric", "criterion_grounded",
-                 "--criteria", str(criteria), "--to", str(target)]) == 0
+                 "--criteria", str(criteria), "--to", str(target), "--min-per-class", "1"]) == 0
     # the review page and the estimate ask people the criterion's own question
     from offline_eval.review.session import Review
 
