@@ -222,8 +222,10 @@ def _not_run(command: Command) -> str:
 def _fresh_clone(into: Path) -> Path:
     """The repository's tracked files in ``into``/repo, as a clone gives them: nothing untracked and no
     ``../shared`` beside it."""
-    listed = subprocess.run(["git", "ls-files", "-z"], cwd=REPO, capture_output=True, check=True).stdout
-    for name in filter(None, listed.decode().split("\0")):
+    git = subprocess.run(["git", "ls-files", "-z"], cwd=REPO, capture_output=True)
+    if git.returncode != 0:
+        pytest.skip("not a git checkout: which files a clone holds is unknown")
+    for name in filter(None, git.stdout.decode().split("\0")):
         source, target = REPO / name, into / "repo" / name
         if source.is_file():
             target.parent.mkdir(parents=True, exist_ok=True)
