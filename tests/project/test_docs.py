@@ -11,22 +11,17 @@ joined and ``&&`` / ``;`` / ``|`` chains split, and checked by what it runs:
 - ``pip install``: every extra it names (``'offline-eval[ray]'``) is declared in pyproject.toml.
 - Any other program: a failure, so that a block mixing commands with their output is marked ```text.
 
-Then the cheap commands are really run, in process, each in a fresh scratch folder (where ``examples/``
-and ``../shared`` lead where they do from the repository root) with a private answer cache, and must
-exit 0:
+Then every command is run as written, page by page in the order of the page, as a reader would type
+them: in a copy of a fresh clone (the tracked files only, no ``../shared`` beside it) with an empty home,
+where the README's main job has run (the README's own commands: in a clone where nothing has), and each
+must exit 0. ``offline-eval`` runs in process, the tests' tiny random models (``tiny_profile`` in
+conftest.py) standing in for the starter profile, whose models come from PyPI.
 
-- ``--help``, ``--version`` and ``offline-eval metrics``: they need no model and no data;
-- ``offline-eval run`` on data that is there (the repository's ``examples/``, or ``../shared/data`` when
-  present) with no GPU, no Ray, no model folder and no network: with model-free metrics as written, and
-  otherwise with the starter profile (or no profile) standing in for the tests' tiny random models
-  (``tiny_profile`` in conftest.py), since the starter models are set up from PyPI.
-
-Parsed only: commands that need a GPU (``--device cuda*``, ``--engine ray``, the ``gpu`` and ``cpu``
-profiles), the network (``models pull``, ``models setup-starter``, ``pip``), real model folders
-(``--judge``, ``--hhem``, ``--embedder``, ``--m3``, ``--rerank``, ``models import-gguf``), data that is
-not in the repository (``data.jsonl``, ``labelled.jsonl``), a run folder made by an earlier command
-(``report``, ``compare``, ``review``, ``estimate``, ``cache``), a server (``review``), and the
-benchmark and test scripts (minutes to hours).
+Checked only, not run: the set-up commands that need PyPI (``python3 -m venv``, ``pip install``,
+``models setup-starter``; the test runs in the environment they make), the test suite itself
+(``scripts/test.sh``), and every block the page marks on the line before it with
+``<!-- needs: WHAT -->``: what the tests cannot have (a GPU, the real models, the reader's own data or
+labelled sets, a server, hours), which the page then says in words, with where to get it.
 
 Besides commands: every relative link leads to a file and every ``#heading`` it names is on that page,
 and every repository path written in code (``benchmarks/results/engine_scale.md``) exists. The README stays
@@ -41,6 +36,9 @@ import io
 import os
 import re
 import shlex
+import shutil
+import subprocess
+import sys
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path
@@ -53,10 +51,8 @@ REPO = Path(__file__).resolve().parents[2]
 PAGES = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
 SHELL_LANGUAGES = {"", "bash", "sh", "shell", "console"}
 CHAIN = {"&&", "||", ";", "|"}
-# What a command needs that a test machine lacks, by flag: a command with any of these is parsed only.
-NEEDS_MORE = {"--judge", "--judge-backend", "--judge-model", "--hhem", "--hhem-tokenizer", "--embedder",
-              "--models-dir", "--engine", "--ray-address", "--replicas", "--gpus-per-replica", "--plugin",
-              "--config", "--calibration", "--m3", "--rerank"}
+# The line before a block whose commands need what the tests cannot have: they are checked, not run.
+NEEDS = re.compile(r"^<!--\s*needs:\s*(\S.*?)\s*-->$")
 REPO_PATH = re.compile(r"^(?:offline_eval|tests|benchmarks|scripts|models|examples|docs)/[\w./{},-]*$")
 
 
@@ -65,13 +61,14 @@ class Command:
     page: str
     line: int
     words: tuple[str, ...]
+    needs: str = ""  # what the page's <!-- needs: ... --> marker says the command needs: not run
 
     def __str__(self) -> str:
         return f"{self.page}:{self.line}: {shlex.join(self.words)}"
 
 
-def _fenced_blocks(text: str) -> list[tuple[str, str, int]]:
-    """(language, body, line of the body's first line) of every ``` block."""
+def _fenced_blocks(text: str) -> list[tuple[str, str, int, str]]:
+    """(language, body, line of the body's first line, its marker's needs) of every ``` block."""
     blocks, lines, i = [], text.splitlines(), 0
     while i < len(lines):
         opening = re.match(r"^\s*```(\w*)\s*$", lines[i])
@@ -79,9 +76,15 @@ def _fenced_blocks(text: str) -> list[tuple[str, str, int]]:
             i += 1
             continue
         end = next(j for j in range(i + 1, len(lines)) if lines[j].strip() == "```")
-        blocks.append((opening.group(1), "\n".join(lines[i + 1:end]), i + 2))
+        before = next((line.strip() for line in reversed(lines[:i]) if line.strip()), "")
+        needs = NEEDS.match(before)
+        blocks.append((opening.group(1), "\n".join(lines[i + 1:end]), i + 2, needs.group(1) if needs else ""))
         i = end + 1
     return blocks
+
+
+def _name(page: Path) -> str:
+    return page.relative_to(REPO).as_posix()
 
 
 def _split_words(line: str) -> list[str]:
@@ -92,7 +95,7 @@ def _split_words(line: str) -> list[str]:
 
 def _commands_of(page: Path) -> list[Command]:
     found = []
-    for language, body, first in _fenced_blocks(page.read_text(encoding="utf-8")):
+    for language, body, first, needs in _fenced_blocks(page.read_text(encoding="utf-8")):
         if language not in SHELL_LANGUAGES:
             continue
         logical, start = "", first
@@ -107,7 +110,7 @@ def _commands_of(page: Path) -> list[Command]:
             for word in [*words, ";"]:
                 if word in CHAIN:
                     if command:
-                        found.append(Command(page.relative_to(REPO).as_posix(), start, tuple(command)))
+                        found.append(Command(_name(page), start, tuple(command), needs))
                     command = []
                 else:
                     command.append(word)
@@ -201,57 +204,117 @@ def test_every_other_command_names_what_exists(command):
                 f"{command}: {script.relative_to(REPO)} takes no {flag}"
 
 
-def _runnable(command: Command) -> tuple[bool, bool]:
-    """(run it?, with the tiny models standing in for the starter profile?)."""
-    words = list(command.words[1:])
+def _not_run(command: Command) -> str:
+    """Why the test only checks ``command`` ("" when it runs it): the page's ``<!-- needs: ... -->``
+    marker, or one of the set-up commands the test's own environment stands for."""
+    words, program = command.words, _program(command)
+    if command.needs:
+        return command.needs
+    if program == "pip" or words[1:3] in (("-m", "venv"), ("-m", "pip")):
+        return "PyPI: the test runs in the environment it installs"
+    if program == "offline-eval" and words[1:3] == ("models", "setup-starter"):
+        return "PyPI: the tests' tiny models stand in for the starter models it sets up"
+    if program == "bash" and words[1:2] == ("scripts/test.sh",):
+        return "the test suite itself"
+    return ""
+
+
+def _fresh_clone(into: Path) -> Path:
+    """The repository's tracked files in ``into``/repo, as a clone gives them: nothing untracked and no
+    ``../shared`` beside it."""
+    git = subprocess.run(["git", "ls-files", "-z"], cwd=REPO, capture_output=True)
+    if git.returncode != 0:
+        pytest.skip("not a git checkout: which files a clone holds is unknown")
+    for name in filter(None, git.stdout.decode().split("\0")):
+        source, target = REPO / name, into / "repo" / name
+        if source.is_file():
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(source, target)
+    (into / "home").mkdir()
+    return into
+
+
+def _execute(command: Command, work: Path, tiny_profile: Path) -> tuple[int, str]:
+    """Runs ``command`` in ``work`` as a shell would (``~/`` expanded); ``offline-eval`` in process,
+    the starter profile played by the tiny models."""
+    words = [os.path.expanduser(w) if w.startswith("~/") else w for w in command.words]
     if _program(command) != "offline-eval":
-        return False, False
-    if any(w in ("--help", "-h", "--version") for w in words) or words[:1] == ["metrics"]:
-        return True, False
-    if words[:1] != ["run"]:
-        return False, False
-    args, complaint = _parse(words)
-    flags = {w.split("=", 1)[0] for w in words if w.startswith("--")}
-    if complaint or flags & NEEDS_MORE or not getattr(args, "dataset", None) \
-            or str(getattr(args, "device", None) or "cpu").startswith("cuda"):
-        return False, False
-    from offline_eval.metrics import metric_classes
-
-    classes = metric_classes()
-    model_free = args.metrics is not None and all(m in classes and not classes[m].roles for m in args.metrics)
-    if not model_free and args.profile not in (None, "starter"):
-        return False, False
-    dataset = Path(args.dataset)
-    return ((REPO / dataset).exists() if not dataset.is_absolute() else False), not model_free
-
-
-RUNNABLE = [c for c in COMMANDS if _runnable(c)[0]]
-
-
-@pytest.mark.parametrize("command", RUNNABLE, ids=str)
-def test_the_cheap_commands_run(command, tiny_profile, tmp_path, monkeypatch, capsys):
-    work = tmp_path / "work"
-    work.mkdir()
-    (work / "examples").symlink_to(REPO / "examples")
-    if (REPO.parent / "shared").exists():
-        (tmp_path / "shared").symlink_to(REPO.parent / "shared")
-    monkeypatch.chdir(work)
-    monkeypatch.setenv("OFFLINE_EVAL_CACHE", str(tmp_path / "cache.sqlite"))
-    monkeypatch.setenv("OFFLINE_EVAL_PROFILE", str(tiny_profile))
-    argv = list(command.words[1:])
-    if _runnable(command)[1] and "--profile" in argv:  # the starter profile: the tiny models stand in
+        program = sys.executable if _program(command).startswith("python") else words[0]
+        done = subprocess.run([program, *words[1:]], cwd=work, capture_output=True, text=True, timeout=300)
+        return done.returncode, done.stderr
+    argv = words[1:]
+    if "--profile" in argv and argv[argv.index("--profile") + 1] == "starter":
         argv[argv.index("--profile") + 1] = str(tiny_profile)
-    try:
-        code = main(argv)
-    except SystemExit as stop:  # --help and --version print and exit
-        code = stop.code
-    assert code == 0, f"{command}: exit {code}\n{capsys.readouterr().err[-2000:]}"
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
+        try:
+            code = main(argv)
+        except SystemExit as stop:  # --help and --version print and exit
+            code = stop.code
+    return code, err.getvalue()
 
 
-def test_the_cheap_commands_include_the_main_job_and_the_listings():
-    shown = [shlex.join(c.words[1:]) for c in RUNNABLE]
-    assert "run --dataset examples/sample.jsonl --profile starter" in shown  # the README's main job
-    assert "metrics" in shown and any(s.endswith("--help") for s in shown)
+@contextlib.contextmanager
+def _first_hour(folder: Path, tiny_profile: Path):
+    """``folder``'s repo/ as the working folder and its home/ as an empty home: no answer cache, models
+    folder or profile but what the commands make, the tiny models standing in for the starter profile."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.chdir(folder / "repo")
+        patch.setenv("HOME", str(folder / "home"))
+        for name in ("OFFLINE_EVAL_CACHE", "OFFLINE_EVAL_MODELS", "XDG_CACHE_HOME"):
+            patch.delenv(name, raising=False)
+        patch.setenv("OFFLINE_EVAL_PROFILE", str(tiny_profile))  # what `models setup-starter` provides
+        yield folder / "repo"
+
+
+MAIN_JOB = next(c for c in COMMANDS if c.page == "README.md" and c.words[1:2] == ("run",))
+RUN_PAGES = [p for p in PAGES if any(not _not_run(c) for c in COMMANDS if c.page == _name(p))]
+
+
+def _follow(page: Path, folder: Path, tiny_profile: Path) -> list[str]:
+    """Runs the commands of ``page`` that are not marked, in order, in ``folder``; the failures."""
+    failures = []
+    with _first_hour(folder, tiny_profile) as work:
+        for command in (c for c in COMMANDS if c.page == _name(page) and not _not_run(c)):
+            code, err = _execute(command, work, tiny_profile)
+            if code != 0:
+                failures.append(f"{command}: exit {code}\n{err[-2000:]}")
+    return failures
+
+
+@pytest.fixture(scope="module")
+def the_readme_followed(tmp_path_factory, tiny_profile) -> tuple[Path, list[str]]:
+    """A fresh clone where the README's commands have run, its main job among them: where a reader of
+    any other page starts; and the README's failures."""
+    folder = _fresh_clone(tmp_path_factory.mktemp("first-hour"))
+    return folder, _follow(REPO / "README.md", folder, tiny_profile)
+
+
+@pytest.mark.parametrize("page", RUN_PAGES, ids=_name)
+def test_every_command_runs_as_written(page, the_readme_followed, tiny_profile, tmp_path):
+    """Each page's commands in order, as a reader types them, in a clean copy of a fresh clone (with an
+    empty home, no ``../shared``) where the README's have run; each exits 0 unless the page marks it
+    ``<!-- needs: ... -->`` (then its flags are checked above)."""
+    readme, failures = the_readme_followed
+    if page.name != "README.md":
+        assert not [f for f in failures if f.startswith(str(MAIN_JOB))], "the README's main job failed"
+        shutil.copytree(readme, tmp_path / "clone", symlinks=True)
+        failures = _follow(page, tmp_path / "clone", tiny_profile)
+    assert not failures, "\n".join(failures)
+
+
+def test_the_main_job_and_the_listings_run():
+    ran = [shlex.join(c.words[1:]) for c in COMMANDS if not _not_run(c) and _program(c) == "offline-eval"]
+    assert "run --dataset examples/sample.jsonl --profile starter" in ran  # the README's main job
+    assert "metrics" in ran and any(s.endswith("--help") for s in ran)
+    assert any(s.startswith("retrieval --corpus examples/") for s in ran)
+
+
+@pytest.mark.parametrize("page", [p for p in PAGES if p.name != "measurements.md"], ids=_name)
+def test_no_page_sends_a_reader_to_the_development_tree(page):
+    """``../shared`` is beside this repository's development checkout only; docs/measurements.md names
+    it for the benchmarks that read it."""
+    assert "../shared" not in page.read_text(encoding="utf-8"), f"{_name(page)} names ../shared"
 
 
 def _slug(heading: str) -> str:
