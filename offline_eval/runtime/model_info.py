@@ -23,7 +23,7 @@ _HEADER_LIMIT = 1 << 26  # a header larger than this is no safetensors header
 
 def model_details(spec: RoleSpec, identity: str, *, device: str | None, profile: str) -> dict[str, Any]:
     """The record of one role's model: identity, name, architecture, folder (or server), dtype, limits,
-    and the profile's options it does not run with (its folder replaced on the command line)."""
+    and the profile's options it does not run with (its folder or backend replaced on the command line)."""
     config = read_config(spec.path)
     details: dict[str, Any] = {"identity": identity, "name": model_name(spec, config)}
     architecture = architecture_of(config)
@@ -42,6 +42,8 @@ def model_details(spec: RoleSpec, identity: str, *, device: str | None, profile:
         details["limits"] = limits
     if spec.not_carried:
         details["not_carried"] = {"options": dict(spec.not_carried), "set_for": spec.replaced}
+    if spec.not_taken:
+        details["not_taken"] = dict(spec.not_taken)  # options of the profile's backend this one lacks
     return details
 
 

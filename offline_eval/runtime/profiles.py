@@ -77,7 +77,8 @@ class RoleSpec:
     ``tokenizer_path``); ``extra_sources`` holds their pull sources and hashes under the same keys.
     When the command line gave the role another folder than the profile's, ``replaced`` names the
     profile's and ``not_carried`` holds the profile's options fitted to that model
-    (:attr:`BackendSpec.model_options`), which the new one runs without.
+    (:attr:`BackendSpec.model_options`), which the new one runs without; ``not_taken`` holds the
+    profile's options that a backend chosen on the command line does not take.
     """
 
     role: str
@@ -96,6 +97,7 @@ class RoleSpec:
     name: str | None = None
     replaced: str | None = None
     not_carried: dict[str, Any] = field(default_factory=dict)
+    not_taken: dict[str, Any] = field(default_factory=dict)
 
     @property
     def declaration(self) -> BackendSpec:
@@ -230,6 +232,7 @@ class Profile:
             if backend != judge.backend:
                 allowed = backend_spec("judge", backend).options
                 if allowed is not None:
+                    judge.not_taken = {k: v for k, v in judge.options.items() if k not in allowed}
                     judge.options = {k: v for k, v in judge.options.items() if k in allowed}
                 judge.backend = backend
         url_option = judge.declaration.url_option
@@ -265,10 +268,16 @@ class Profile:
     def swap_notes(self, roles: Iterable[str] | None = None) -> list[str]:
         """One line per role (of ``roles``; default: all) whose folder the command line replaced while the
         profile set options for it: which options were fitted to the profile's model and are not applied,
-        and which still are."""
+        and which still are; and one per role whose backend it replaced, naming the profile's options
+        that backend does not take."""
         notes = []
         for spec in self.roles():
-            if spec.replaced is None or (roles is not None and spec.role not in roles):
+            if roles is not None and spec.role not in roles:
+                continue
+            if spec.not_taken:
+                notes.append(f"the {spec.backend} {spec.role} does not take the {self.name} profile's "
+                             f"{_listed(spec.not_taken)}: not applied")
+            if spec.replaced is None:
                 continue
             if not spec.not_carried and not spec.options:
                 continue
@@ -507,6 +516,7 @@ def _copy_spec(spec: RoleSpec) -> RoleSpec:
         extra_paths=dict(spec.extra_paths),
         extra_sources=dict(spec.extra_sources),
         not_carried=dict(spec.not_carried),
+        not_taken=dict(spec.not_taken),
     )
 
 

@@ -94,3 +94,14 @@ def test_hhem_raises_a_float16_checkpoint_to_float32_and_the_config_dtype_comes_
     embedder = model_details(spec.embedder, "e", device=None, profile="p")
     assert embedder["dtype"] == "bfloat16"
     assert embedder["limits"] == {"max_seq_length": {"value": None, "from": "not set"}}
+
+
+def test_options_a_backend_chosen_on_the_command_line_does_not_take_are_named(tmp_path) -> None:
+    starter = load_profile("starter", models_dir=tmp_path)
+    on_vllm = starter.with_overrides(judge_backend="vllm")
+    assert on_vllm.judge.options == {"dtype": "bfloat16", "max_model_len": 2048}  # the same folder: its limit stays
+    assert on_vllm.judge.not_taken == {"max_new_tokens": 192}
+    assert on_vllm.swap_notes() == ["the vllm judge does not take the starter profile's max_new_tokens=192: "
+                                    "not applied"]
+    assert model_details(on_vllm.judge, "j", device="cuda", profile="starter")["not_taken"] == {"max_new_tokens": 192}
+    assert starter.swap_notes() == [] and starter.with_overrides(judge_backend="transformers").swap_notes() == []
