@@ -23,9 +23,14 @@ class Models:
         self._identities: dict[str, str] = {}
         self._loaded: dict[str, Any] = {}
         self._lock = threading.Lock()
+        # role -> what run.json says of the model besides its identity (name, folder, dtype, limits)
+        self.details: dict[str, dict[str, Any]] = {}
 
-    def add(self, role: str, identity: str, loader: Callable[[], Any]) -> "Models":
+    def add(self, role: str, identity: str, loader: Callable[[], Any],
+            details: dict[str, Any] | None = None) -> "Models":
         self._loaders[role], self._identities[role] = loader, identity
+        if details is not None:
+            self.details[role] = details
         return self
 
     def add_instance(self, role: str, backend: Any) -> "Models":

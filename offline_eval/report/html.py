@@ -174,10 +174,8 @@ def _timing(run: dict[str, Any]) -> list[tuple[str, Any]]:
 def _header(data: RunData) -> str:
     run = data.run
     dataset = run.get("dataset") or data.path.name
-    models = run.get("models") if isinstance(run.get("models"), dict) else {}
     meta = [("dataset", dataset), ("profile", run.get("profile")),
             ("samples", run.get("n_samples", len(data.results)))]
-    meta += [(role, name) for role, name in models.items() if name]
     threads = run.get("threads") if isinstance(run.get("threads"), dict) else {}
     if threads:
         chosen = threads.get("threads") or f"torch default ({threads.get('cores')})"
@@ -193,7 +191,36 @@ def _header(data: RunData) -> str:
     calibration = ("<div class='meta calibration'>" + "".join(f"<span>calibration: {e(n)}</span>" for n in notes)
                    + "</div>") if notes else ""
     return (f"<header class='top'><h1>Evaluation report — {e(dataset)}</h1>"
-            f"<div class='meta'>{items}</div>{calibration}</header>")
+            f"<div class='meta'>{items}</div>{_models_meta(run)}{calibration}</header>")
+
+
+def _models_meta(run: dict[str, Any]) -> str:
+    """Each model the run used: its name, dtype, limits (and where each came from), folder and identity;
+    a run recorded before model_details had only the identity."""
+    identities = run.get("models") if isinstance(run.get("models"), dict) else {}
+    details = run.get("model_details") if isinstance(run.get("model_details"), dict) else {}
+    spans = []
+    for role in dict.fromkeys([*details, *identities]):
+        known = details.get(role) if isinstance(details.get(role), dict) else {}
+        identity = known.get("identity") or identities.get(role)
+        name = known.get("name") or identity
+        if not name:
+            continue
+        facts = [str(known["dtype"])] if known.get("dtype") else []
+        limits = known.get("limits") if isinstance(known.get("limits"), dict) else {}
+        for key, limit in limits.items():
+            if isinstance(limit, dict):
+                value = limit.get("value")
+                facts.append(f"{key} {'none' if value is None else value} ({limit.get('from')})")
+        dropped = known.get("not_carried") if isinstance(known.get("not_carried"), dict) else {}
+        if isinstance(dropped.get("options"), dict) and dropped["options"]:
+            listed = ", ".join(f"{k}={v}" for k, v in dropped["options"].items())
+            facts.append(f"not applied: {listed} (set for {dropped.get('set_for')})")
+        facts += [str(where) for where in (known.get("folder") or known.get("server"),) if where]
+        if identity and identity != name:
+            facts.append(str(identity))
+        spans.append(f"<span>{e(role)}: <b>{e(name)}</b> {e(' · '.join(facts))}</span>")
+    return f"<div class='meta models'>{''.join(spans)}</div>" if spans else ""
 
 
 def _starter_banner(data: RunData) -> str:

@@ -17,6 +17,7 @@ raised by :func:`build_run`, before any model loads.
 from __future__ import annotations
 
 import os
+import sys
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping
@@ -138,6 +139,8 @@ def configure_models(choice: ModelChoice, roles: Iterable[str]) -> Models:
     problems = check_provisioned(profile, needed)
     if problems:
         raise ModelsMissing(problems)
+    for note in profile.swap_notes(needed):  # a limit set for the profile's model is not another model's
+        print(f"offline-eval: {note}", file=sys.stderr)
     return choice.models_of(profile, needed)
 
 
@@ -285,10 +288,18 @@ def build_run(config: RunConfig, *, models: Models | None = None) -> Run:
     starter = profile.starter and any(m.roles for m in metrics)
     info: dict[str, Any] = {"profile": profile.name, "starter": starter, "device": config.models.device or "cpu",
                             "batch_size": config.models.batch_size, "per_row": config.per_row,
-                            "models_verified": config.models.verify}
+                            "models_verified": config.models.verify,
+                            "model_details": _details_of(models, {r for m in metrics for r in m.roles})}
     if starter:
         info["note"] = STARTER_NOTE
     return Run(config, metrics, aggregate, models, settings, _calibrations(config, models), info)
+
+
+def _details_of(models: Models, roles: set[str]) -> dict[str, Any]:
+    """What run.json says of each model the run's metrics use (the judge's when it verifies claims)."""
+    if "verifier" in roles and models.profile.verifier_is_judge:
+        roles = roles | {"judge"}
+    return {role: models.details[role] for role in sorted(roles) if role in models.details}
 
 
 def _calibrations(config: RunConfig, models: Models) -> list[Calibration]:

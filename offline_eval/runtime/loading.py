@@ -9,6 +9,7 @@ from typing import Any
 
 from offline_eval.engine.models import Models
 from offline_eval.runtime.identity import content_fingerprint, model_identity
+from offline_eval.runtime.model_info import model_details
 from offline_eval.runtime.provision.starter import STARTER_MARKER
 from offline_eval.runtime.profiles import (
     Folder, ModelNotProvisioned, Profile, RoleSpec, backend_kwargs, missing_folder_message,
@@ -72,7 +73,8 @@ def models_from_profile(profile: Profile, *, device: str | None, batch_size: int
                 raise ModelNotProvisioned(problem)
             return load_backend(spec.role, spec.backend, **kwargs)
 
-        models.add(spec.role, role_identity(spec, verify=verify), load)
+        identity = role_identity(spec, verify=verify)
+        models.add(spec.role, identity, load, model_details(spec, identity, device=device, profile=profile.name))
     return models
 
 

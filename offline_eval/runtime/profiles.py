@@ -10,7 +10,8 @@ one table per role::
     [embedder]           backend = "sentence-transformers"
 
 and in each role table: ``path`` (absolute, relative to the models root, or ``pkg:PACKAGE/sub/dir`` for
-weights shipped inside an installed Python package), ``repo`` and ``revision`` (read by ``models pull``
+weights shipped inside an installed Python package), ``name`` (what run.json and the report call the
+model; default: ``repo``, else the folder's config, else the folder's name), ``repo`` and ``revision`` (read by ``models pull``
 only), ``allow_patterns``/``ignore_patterns`` (for the pull), ``provision`` (the command that provisions
 the folder, shown when it is missing), ``[ROLE.options]`` (backend options), ``[ROLE.files]`` (file name
 -> sha256, written by ``models pull``) and ``[ROLE.extra.KEY]`` extra folders with the same keys (HHEM's
@@ -33,7 +34,7 @@ import sysconfig
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterable
 
 from offline_eval.runtime.registry import JUDGE_VERIFIES, BackendSpec, backend_names, backend_spec
 
@@ -65,6 +66,7 @@ class Folder:
     ignore_patterns: list[str] | None = None
     provision: str | None = None  # the command that provisions this folder
     source: str | None = None  # ``path`` as written in the manifest
+    name: str | None = None  # what the manifest calls the model
 
 
 @dataclass
@@ -73,6 +75,10 @@ class RoleSpec:
 
     ``extra_paths`` are further folders the backend needs (key = constructor keyword, e.g. HHEM's
     ``tokenizer_path``); ``extra_sources`` holds their pull sources and hashes under the same keys.
+    When the command line gave the role another folder than the profile's, ``replaced`` names the
+    profile's and ``not_carried`` holds the profile's options fitted to that model
+    (:attr:`BackendSpec.model_options`), which the new one runs without; ``not_taken`` holds the
+    profile's options that a backend chosen on the command line does not take.
     """
 
     role: str
@@ -88,6 +94,10 @@ class RoleSpec:
     ignore_patterns: list[str] | None = None
     provision: str | None = None
     source: str | None = None
+    name: str | None = None
+    replaced: str | None = None
+    not_carried: dict[str, Any] = field(default_factory=dict)
+    not_taken: dict[str, Any] = field(default_factory=dict)
 
     @property
     def declaration(self) -> BackendSpec:
@@ -112,6 +122,7 @@ class RoleSpec:
                 ignore_patterns=self.ignore_patterns,
                 provision=self.provision,
                 source=self.source,
+                name=self.name,
             )
         for key, path in self.extra_paths.items():
             extra = self.extra_sources.get(key) or Folder(path=path)
@@ -184,8 +195,11 @@ class Profile:
         ``--judge PATH`` (for ``--judge-backend openai``: the server's base URL, with ``judge_model``
         the served model name), ``--judge-backend``, ``--verifier hhem|judge``, ``--embedder PATH``,
         ``--hhem PATH`` and ``--hhem-tokenizer PATH``. User paths are taken relative to the working
-        directory. An overridden folder drops the manifest's pull source and hashes (another model).
-        Replacing the starter profile's judge clears ``starter``: the tiny judge was the reason.
+        directory. An overridden folder drops the manifest's pull source and hashes (another model), and
+        the options the manifest fitted to its model (:attr:`BackendSpec.model_options`: the judge's
+        ``max_model_len`` and ``max_new_tokens``), so the new model runs with its own limits
+        (:meth:`swap_notes` names them). Replacing the starter profile's judge clears ``starter``: the
+        tiny judge was the reason.
         """
         judge, own_judge = self._judge_with(judge_path, judge_backend, judge_model)
         verifier_spec = self._verifier_with(verifier)
@@ -193,7 +207,7 @@ class Profile:
             if not verifier_spec.needs_folder:
                 raise ProfileError("--hhem/--hhem-tokenizer need the hhem verifier: add --verifier hhem")
             if hhem_path is not None:
-                _set_folder(verifier_spec, _user_path(os.fspath(hhem_path)))
+                _swap_folder(verifier_spec, _user_path(os.fspath(hhem_path)))
             if hhem_tokenizer_path is not None:
                 path = _user_path(os.fspath(hhem_tokenizer_path))
                 verifier_spec.extra_paths["tokenizer_path"] = path
@@ -201,7 +215,7 @@ class Profile:
 
         embedder = _copy_spec(self.embedder)
         if embedder_path is not None:
-            _set_folder(embedder, _user_path(os.fspath(embedder_path)))
+            _swap_folder(embedder, _user_path(os.fspath(embedder_path)))
 
         return dataclasses.replace(
             self, starter=self.starter and own_judge, judge=judge, verifier=verifier_spec, embedder=embedder
@@ -218,6 +232,7 @@ class Profile:
             if backend != judge.backend:
                 allowed = backend_spec("judge", backend).options
                 if allowed is not None:
+                    judge.not_taken = {k: v for k, v in judge.options.items() if k not in allowed}
                     judge.options = {k: v for k, v in judge.options.items() if k in allowed}
                 judge.backend = backend
         url_option = judge.declaration.url_option
@@ -227,7 +242,7 @@ class Profile:
                 judge.options[url_option] = text
                 _set_folder(judge, None)
             else:
-                _set_folder(judge, _user_path(text))
+                _swap_folder(judge, _user_path(text))
         if model is not None:
             judge.options["model"] = model
         if url_option and path is None and backend is not None:
@@ -249,6 +264,31 @@ class Profile:
             raise ProfileError(f"--verifier: the {verifier} verifier has no default model; name it in a manifest")
         table = {"backend": verifier, **copy.deepcopy(dict(setup))}
         return _role_from_table("verifier", table, self.models_dir or default_models_dir(), "--verifier")
+
+    def swap_notes(self, roles: Iterable[str] | None = None) -> list[str]:
+        """One line per role (of ``roles``; default: all) whose folder the command line replaced while the
+        profile set options for it: which options were fitted to the profile's model and are not applied,
+        and which still are; and one per role whose backend it replaced, naming the profile's options
+        that backend does not take."""
+        notes = []
+        for spec in self.roles():
+            if roles is not None and spec.role not in roles:
+                continue
+            if spec.not_taken:
+                notes.append(f"the {spec.backend} {spec.role} does not take the {self.name} profile's "
+                             f"{_listed(spec.not_taken)}: not applied")
+            if spec.replaced is None:
+                continue
+            if not spec.not_carried and not spec.options:
+                continue
+            line = f"{spec.role} {spec.path} replaces the {self.name} profile's {spec.replaced}"
+            if spec.not_carried:
+                line += (f": {_listed(spec.not_carried)} (set for that model) not applied, the new model's own "
+                         "limits apply")
+            if spec.options:
+                line += f"; kept: {_listed(spec.options)}"
+            notes.append(line)
+        return notes
 
 
 # --------------------------------------------------------------------------------------------------
@@ -384,7 +424,7 @@ def profile_from_dict(data: dict[str, Any], manifest: Path | None, models_dir: P
     )
 
 
-_FOLDER_KEYS = {"path", "repo", "revision", "files", "allow_patterns", "ignore_patterns", "provision"}
+_FOLDER_KEYS = {"path", "name", "repo", "revision", "files", "allow_patterns", "ignore_patterns", "provision"}
 
 
 def _folder_from_table(table: dict[str, Any], root: Path, where: str) -> Folder:
@@ -392,8 +432,9 @@ def _folder_from_table(table: dict[str, Any], root: Path, where: str) -> Folder:
     if unknown:
         raise ProfileError(f"{where}: unknown key(s) {', '.join(sorted(unknown))}")
     source = table.get("path")
-    if source is not None and not isinstance(source, str):
-        raise ProfileError(f"{where}: path must be a string")
+    for key in ("path", "name"):
+        if table.get(key) is not None and not isinstance(table[key], str):
+            raise ProfileError(f"{where}: {key} must be a string")
     files = table.get("files", {})
     if not isinstance(files, dict) or not all(isinstance(v, str) for v in files.values()):
         raise ProfileError(f"{where}: [files] must map file names to sha256 strings")
@@ -410,6 +451,7 @@ def _folder_from_table(table: dict[str, Any], root: Path, where: str) -> Folder:
         ignore_patterns=table.get("ignore_patterns"),
         provision=table.get("provision"),
         source=source,
+        name=table.get("name"),
     )
 
 
@@ -456,6 +498,7 @@ def _role_from_table(role: str, table: dict[str, Any], root: Path, where: str) -
         ignore_patterns=main.ignore_patterns,
         provision=main.provision,
         source=main.source,
+        name=main.name,
     )
     if spec.needs_folder and spec.path is None:
         raise ProfileError(f"{where}: backend {backend} needs a path")
@@ -472,6 +515,8 @@ def _copy_spec(spec: RoleSpec) -> RoleSpec:
         files=dict(spec.files),
         extra_paths=dict(spec.extra_paths),
         extra_sources=dict(spec.extra_sources),
+        not_carried=dict(spec.not_carried),
+        not_taken=dict(spec.not_taken),
     )
 
 
@@ -485,6 +530,25 @@ def _set_folder(spec: RoleSpec, path: Path | None) -> None:
     spec.ignore_patterns = None
     spec.provision = None
     spec.source = None if path is None else str(path)
+    spec.name = None
+
+
+def _swap_folder(spec: RoleSpec, path: Path) -> None:
+    """Point a role at a folder the command line gives. Unless it is the profile's own, the options the
+    manifest fitted to the profile's model (:attr:`BackendSpec.model_options`) are set aside in
+    ``not_carried``: a limit of one model is not another's."""
+    if spec.path is not None and spec.path.resolve() == path.resolve():
+        _set_folder(spec, path)
+        return
+    fitted = spec.declaration.model_options
+    spec.not_carried = {k: v for k, v in spec.options.items() if k in fitted}
+    spec.options = {k: v for k, v in spec.options.items() if k not in fitted}
+    spec.replaced = spec.source or (str(spec.path) if spec.path is not None else f"{spec.backend} {spec.role}")
+    _set_folder(spec, path)
+
+
+def _listed(options: dict[str, Any]) -> str:
+    return ", ".join(f"{k}={v}" for k, v in sorted(options.items()))
 
 
 # --------------------------------------------------------------------------------------------------

@@ -12,7 +12,7 @@ import importlib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Any
+from typing import Any, Callable
 
 from offline_eval.runtime.base import BackendUnavailable
 
@@ -49,6 +49,13 @@ class BackendSpec:
     * ``default_setup``: the manifest table (paths relative to the models root) that sets this backend
       up when the command line asks for it on a profile that has none (``--verifier hhem`` on the
       starter profile); None: it cannot be asked for that way.
+    * ``model_options``: options fitted to the model in the folder (its limits, or a cap chosen for
+      it): when the command line gives the role another folder, the profile's values of these are not
+      carried over (:meth:`~offline_eval.runtime.profiles.Profile.with_overrides`).
+    * ``context_option``: the option that bounds a model's input; unset, the backend reads it from the
+      model's config (``max_position_embeddings``).
+    * ``auto_dtype``: what a dtype of "auto" (or none) becomes, from the checkpoint's dtype (None:
+      unknown) and the device; None: the backend has no dtype of its own to record.
     * ``test_double``: it stands in for a model in tests and dry runs; it is not offered as a choice
       on the command line. ``stands_in_for``: the backend whose name a run's settings record when this
       double takes its place, so a run with the double is set up as a run with the real model.
@@ -70,6 +77,9 @@ class BackendSpec:
     main_folder_kinds: tuple[str, ...] = FULL_FOLDER
     extra_folder_kinds: tuple[str, ...] = FULL_FOLDER
     default_setup: Mapping[str, Any] | None = field(default=None, compare=False)
+    model_options: frozenset[str] = frozenset()
+    context_option: str | None = None
+    auto_dtype: Callable[[str | None, str], str | None] | None = field(default=None, compare=False)
     test_double: bool = False
     stands_in_for: str | None = None
 
@@ -89,6 +99,25 @@ class BackendSpec:
 _STAND_IN_NEUTRAL = frozenset({"batch_size", "device", "gpu_memory_utilization", "tensor_parallel_size",
                                "max_concurrency", "timeout", "api_key"})
 
+def _float32_on_cpu(checkpoint: str | None, device: str) -> str | None:
+    """The transformers judge: float32 on a CPU (fast and exact there), the checkpoint's own on a GPU."""
+    return "float32" if device == "cpu" else checkpoint
+
+
+def _vllm_auto(checkpoint: str | None, device: str) -> str | None:
+    """vLLM's "auto": a float32 checkpoint runs in float16, any other in its own dtype."""
+    return "float16" if checkpoint == "float32" else checkpoint
+
+
+def _float16_raised(checkpoint: str | None, device: str) -> str | None:
+    """HHEM: the checkpoint's own dtype, float16 raised to float32 (T5 overflows in float16)."""
+    return "float32" if checkpoint == "float16" else checkpoint
+
+
+def _checkpoint_dtype(checkpoint: str | None, device: str) -> str | None:
+    return checkpoint
+
+
 # HHEM-2.1-Open and the flan-t5-base tokenizer and config it is built with, under the models root.
 _HHEM_SETUP = MappingProxyType({
     "path": "hhem-2.1-open", "repo": "vectara/hallucination_evaluation_model", "revision": "main",
@@ -103,6 +132,7 @@ DECLARED_BACKENDS: tuple[BackendSpec, ...] = (
         options=frozenset({"tensor_parallel_size", "gpu_memory_utilization", "max_model_len", "dtype", "seed",
                            "top_logprobs", "batch_size", "batch_invariant"}),
         neutral_options=frozenset({"batch_size", "gpu_memory_utilization", "tensor_parallel_size"}),
+        model_options=frozenset({"max_model_len"}), context_option="max_model_len", auto_dtype=_vllm_auto,
         revision=2,  # 2: special tokens spelled in the data read as text
     ),
     # revision 2: option logits in float32; 3: attention computed row by row, the same whatever the
@@ -113,6 +143,9 @@ DECLARED_BACKENDS: tuple[BackendSpec, ...] = (
         needs_folder=True,
         options=frozenset({"dtype", "max_model_len", "max_new_tokens", "batch_size", "prefix_store_mb"}),
         neutral_options=frozenset({"batch_size", "prefix_store_mb"}),  # the store moves no bit (tests)
+        # a cap on answers is chosen for one model (the starter's 135M judge rarely closes its JSON)
+        model_options=frozenset({"max_model_len", "max_new_tokens"}), context_option="max_model_len",
+        auto_dtype=_float32_on_cpu,
         revision=4,
     ),
     BackendSpec(
@@ -130,7 +163,7 @@ DECLARED_BACKENDS: tuple[BackendSpec, ...] = (
         options=frozenset({"max_length", "window_overlap", "dtype", "batch_size"}), classifies_claims=True,
         # HHEM's own folder holds its weights and config; its T5 config and tokenizer come from flan-t5-base
         main_folder_kinds=("config", "weights"), extra_folder_kinds=("config", "tokenizer"),
-        default_setup=_HHEM_SETUP,
+        default_setup=_HHEM_SETUP, auto_dtype=_float16_raised,
     ),
     BackendSpec("verifier", "scripted", "offline_eval.runtime.scripted", "ScriptedVerifier",
                 neutral_options=_STAND_IN_NEUTRAL, classifies_claims=True, test_double=True, stands_in_for="hhem"),
@@ -138,6 +171,7 @@ DECLARED_BACKENDS: tuple[BackendSpec, ...] = (
     BackendSpec(
         "embedder", "sentence-transformers", "offline_eval.runtime.embedder", "SentenceTransformerEmbedder",
         needs_folder=True, options=frozenset({"max_seq_length", "batch_size"}),
+        model_options=frozenset({"max_seq_length"}), auto_dtype=_checkpoint_dtype,
     ),
     BackendSpec("embedder", "hashing", "offline_eval.runtime.hashing_embedder", "HashingEmbedder",
                 neutral_options=_STAND_IN_NEUTRAL, test_double=True),

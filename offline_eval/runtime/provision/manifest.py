@@ -55,7 +55,7 @@ def dump_toml(data: dict[str, Any], header: str = "") -> str:
 
 def _folder_dict(folder: Folder, path_text: str | None) -> dict[str, Any]:
     out: dict[str, Any] = {"path": path_text}
-    for key in ("repo", "revision", "allow_patterns", "ignore_patterns", "provision"):
+    for key in ("name", "repo", "revision", "allow_patterns", "ignore_patterns", "provision"):
         value = getattr(folder, key)
         if value is not None:
             out[key] = value
