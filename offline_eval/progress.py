@@ -12,8 +12,9 @@ per sample and metric, counted as each is final). The estimates use what this ru
 per request of the step's kind so far (the step), and the seconds per row of the last finished window
 (the run; the first window also paid for loading the models). Before a window has finished, the run's
 end is a lower bound, said so (``at the earliest``): the step in flight plus the rows of the later
-windows at what this window's steps have cost a row so far (loading the models is not a step); before
-anything is measured it is ``~?``.
+windows at what this window's steps have cost a row so far (loading the models is not a step); where
+nothing measured bounds it (before the first request, or between the steps of a run's only window) it
+is ``~?``.
 The engine reports a step batch by batch; the runner reports windows, scores, samples and what
 results.jsonl holds (:meth:`RunProgress.saved`, which the CLI names when a run is interrupted).
 
@@ -162,15 +163,15 @@ class RunProgress:
     def run_left(self) -> tuple[float, bool] | None:
         """Seconds until the run ends and whether that is a lower bound (no window finished yet: the step
         in flight, and the later windows' rows at what this window's steps have cost a row so far, which
-        leaves out loading the models and can only grow as its steps go on); None before anything is
-        measured."""
+        leaves out loading the models and can only grow as its steps go on); None where nothing measured
+        bounds it."""
         elapsed = time.perf_counter() - self.window_started
         rows = self.rows or max(1, (self.total - self.window_done) // max(1, self.windows - self.window_index))
         later = max(0, self.total - self.window_done - rows)  # rows of the windows after this one
         step = self.step_left()
         if self.pace is not None:
             return max(step or 0.0, self.pace * rows - elapsed) + self.pace * later, False
-        if step is None and not self.stages:
+        if step is None and not (self.stages and later):  # nothing measured that bounds what is left
             return None
         stage = self.stage
         work = self.work + (time.perf_counter() - stage.started if stage is not None else 0.0)
