@@ -515,7 +515,8 @@ def _main(argv: list[str] | None) -> int:
     if not getattr(args, "func", None):
         parser.print_help()
         return 0
-    _quiet_libraries(verbose=args.verbose, hub_bars=args.command == "models" and not getattr(args, "quiet", False))
+    downloads = getattr(args, "models_command", None) == "pull" and not getattr(args, "quiet", False)
+    _quiet_libraries(verbose=args.verbose, hub_bars=downloads)
     from offline_eval.data.schema import DataError
     from offline_eval.run.config import ModelsMissing
     try:
