@@ -388,18 +388,47 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _quiet_libraries(verbose: bool, progress: bool) -> None:
-    """Nothing from other libraries on screen unless -v: transformers' warnings and, with --quiet, the
-    hub's and transformers' progress bars ("Loading weights")."""
-    import os
+class _AtLeast(logging.Filter):
+    """Drops a library logger's records below ``level``. A filter, not the logger's level: bm25s sets
+    its logger to DEBUG when it is imported, which comes after this, and each index build then logged
+    `DEBUG bm25s: Building index from tokens` on the terminal; a filter stays."""
 
+    def __init__(self, level: int) -> None:
+        super().__init__()
+        self.level = level
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return record.levelno >= self.level
+
+
+# Libraries that set their own logger's level when imported (to DEBUG): only their warnings are shown,
+# and with -v their information too.
+_LOUD_LOGGERS = ("bm25s",)
+
+
+def _quiet_libraries(verbose: bool, hub_bars: bool = False) -> None:
+    """Nothing from other libraries on screen unless -v: transformers' warnings, the debug logs of
+    libraries that turn their own on (bm25s), and the hub's and transformers' progress bars ("Loading
+    weights"): a command draws its own progress, and a second bar on the terminal breaks that line into
+    stale fragments (`| 0/103 [00:00<?, ?it/s]`) or, in a log file, writes carriage returns.
+    ``hub_bars``: the command downloads (`models pull`), and the hub's bars are its progress."""
     if not verbose:
         os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
-        logging.getLogger("bm25s").setLevel(logging.WARNING)  # it logs each index build at DEBUG
-    if not progress:
-        os.environ["HF_HUB_DISABLE_PROGRESS_BARS"] = "1"
-        if "transformers" in sys.modules:  # read at import: switch off an already imported one too
-            sys.modules["transformers"].utils.logging.disable_progress_bar()
+    for name in _LOUD_LOGGERS:
+        logger = logging.getLogger(name)
+        for old in [f for f in logger.filters if isinstance(f, _AtLeast)]:
+            logger.removeFilter(old)
+        logger.addFilter(_AtLeast(logging.INFO if verbose else logging.WARNING))
+    if hub_bars:
+        return
+    os.environ["HF_HUB_DISABLE_PROGRESS_BARS"] = "1"  # read when huggingface_hub and transformers load
+    for module, switch in (("huggingface_hub", "utils.disable_progress_bars"),
+                           ("transformers", "utils.logging.disable_progress_bar")):
+        if module in sys.modules:  # already imported: its bars were set on import, switch them off now
+            target: Any = sys.modules[module]
+            for part in switch.split("."):
+                target = getattr(target, part)
+            target()
 
 
 # A disk's failures (errno) and what to do about each; the rerun of a run then resumes where it stopped.
@@ -501,7 +530,8 @@ def _main(argv: list[str] | None) -> int:
     if not getattr(args, "func", None):
         parser.print_help()
         return 0
-    _quiet_libraries(verbose=args.verbose, progress=not getattr(args, "quiet", False))
+    downloads = getattr(args, "models_command", None) == "pull" and not getattr(args, "quiet", False)
+    _quiet_libraries(verbose=args.verbose, hub_bars=downloads)
     from offline_eval.data.schema import DataError
     from offline_eval.run.config import ModelsMissing
     try:

@@ -1,12 +1,22 @@
-"""One progress line for a whole run: samples done, the window and stage in flight, and an estimate.
+"""One progress line for a whole run: samples done, the window and step in flight, and estimates.
 
-    samples 0/1000 · window 1/1 · step 3: options (judge) 96/256 · step ends in ~1m40s
+    samples 4/12 · window 2/3: 9/20 scores · step 3 of 5: options (judge) 16/70 · step ends in ~3s ·
+    run ends in ~20s      (one line)
 
 A step is one request kind of one engine stage (a stage may send options to the judge and texts to
-the embedder: two steps). The estimate uses what this run has measured: seconds per request of each
-kind so far (for the step in flight) and seconds per finished window (for the rest of the run, once one has finished).
-The engine reports a step batch by batch; the runner reports windows, samples and what results.jsonl
-holds (:meth:`RunProgress.saved`, which the CLI names when a run is interrupted).
+the embedder: two steps); steps are counted per window. How many steps a window takes is not known
+before one has finished (a metric decides its next request from the answers to the last), so the first
+window says ``step 3 of ?`` and the later ones ``step 3 of 5``. Within a window every stage is batched
+across its rows, so its samples all finish at its last step; what moves before that is its scores (one
+per sample and metric, counted as each is final). The estimates use what this run has measured: seconds
+per request of the step's kind so far (the step), and the seconds per row of the last finished window
+(the run; the first window also paid for loading the models). Before a window has finished, the run's
+end is a lower bound, said so (``at the earliest``): the step in flight plus the rows of the later
+windows at what this window's steps have cost a row so far (loading the models is not a step); where
+nothing measured bounds it (before the first request, or between the steps of a run's only window) it
+is ``~?``.
+The engine reports a step batch by batch; the runner reports windows, scores, samples and what
+results.jsonl holds (:meth:`RunProgress.saved`, which the CLI names when a run is interrupted).
 
 On a terminal the line is redrawn in place and cleared when the run ends, so whatever is printed next
 starts at the beginning of a line. Off a terminal (a log file, a pipe, CI) there is nothing to redraw:
@@ -48,6 +58,7 @@ class _Stage:
         spent = self.run.cost.setdefault(self.description, [0.0, 0])
         spent[0] += time.perf_counter() - self.started
         spent[1] += self.done
+        self.run.work += time.perf_counter() - self.started
         if self.run.stage is self:
             self.run.stage = None
         self.run._refresh()
@@ -72,10 +83,10 @@ def _is_terminal(stream: Any) -> bool:
 
 
 class RunProgress:
-    """A ProgressFactory for the engine plus ``window(i, n)``, ``sample()`` and ``saved(n, total)``
-    hooks for the runner. ``show=False`` draws nothing and only keeps count (``--quiet``: an interrupted
-    run still says how many samples are saved). ``line`` is the text shown now, ``done`` the samples
-    finished, those an earlier try finished included."""
+    """A ProgressFactory for the engine plus ``window(i, n, rows)``, ``score()``, ``sample()`` and
+    ``saved(n, total)`` hooks for the runner. ``show=False`` draws nothing and only keeps count
+    (``--quiet``: an interrupted run still says how many samples are saved). ``line`` is the text shown
+    now, ``done`` the samples finished, those an earlier try finished included."""
 
     def __init__(self, total_samples: int, stream: Any = None, *, show: bool = True,
                  every: float = LINE_EVERY_S) -> None:
@@ -89,11 +100,17 @@ class RunProgress:
         self._written_at: float | None = None  # off a terminal: when the line was last written
         self._written = ""
         self.cost: dict[str, list] = {}  # kind description -> [seconds, requests] of finished stages
-        self.stages = 0
+        self.stages = 0  # steps of the window in flight
+        self.steps: int | None = None  # steps a window takes: known once one has finished
         self.stage: _Stage | None = None
         self.window_index, self.windows = 0, 1
+        self.rows = 0  # rows of the window in flight (0: not told)
+        self.scores, self.scores_total = 0, 0  # (sample, metric) scores of the window in flight
         self.window_started = time.perf_counter()
-        self.window_seconds: list[float] = []
+        self.window_done = 0  # samples done when the window in flight started
+        self.pace: float | None = None  # seconds per row of the last finished window
+        self.work = 0.0  # seconds the window in flight has spent in its finished steps
+        self.in_window = False
 
     def __call__(self, description: str, total: int) -> _Stage:
         self.stages += 1
@@ -101,10 +118,25 @@ class RunProgress:
         self._refresh()
         return self.stage
 
-    def window(self, index: int, count: int) -> None:
-        if index > 0:
-            self.window_seconds.append(time.perf_counter() - self.window_started)
+    def window(self, index: int, count: int, rows: int = 0, scores: int = 0) -> None:
+        """Window ``index`` of ``count`` starts: ``rows`` samples, ``scores`` (sample, metric) scores."""
+        self._window_finished()
         self.window_index, self.windows, self.window_started = index, count, time.perf_counter()
+        self.rows, self.scores, self.scores_total, self.stages, self.work = rows, 0, scores, 0, 0.0
+        self.window_done = self.done
+        self._refresh()
+
+    def _window_finished(self) -> None:
+        if not self.in_window:
+            self.in_window = True
+            return
+        rows = self.rows or self.done - self.window_done
+        if rows:  # the last window, not all: the first one's includes loading the models
+            self.pace = (time.perf_counter() - self.window_started) / rows
+        self.steps = max(self.steps or 0, self.stages)
+
+    def score(self, _task: Any = None) -> None:
+        self.scores += 1
         self._refresh()
 
     def sample(self, _row: Any = None) -> None:
@@ -116,33 +148,60 @@ class RunProgress:
         where ``count`` is what an earlier try finished, and after each window)."""
         if self.kept is None:
             self.done += count  # resumed: those are done too
+            self.window_done = self.done
         self.kept = (count, total)
 
-    def estimate(self) -> str:
-        parts = []
+    def step_left(self) -> float | None:
+        """Seconds until the step in flight ends, from the seconds per request of its kind so far."""
         stage = self.stage
-        if stage is not None and stage.done:
-            seconds, requests = self.cost.get(stage.description, [0.0, 0])
-            elapsed = time.perf_counter() - stage.started
-            rate = (seconds + elapsed) / (requests + stage.done)
-            parts.append(f"step ends in ~{_duration(rate * (stage.total - stage.done))}")
-        if self.window_seconds:
-            left = self.windows - self.window_index - 1
-            per = sum(self.window_seconds) / len(self.window_seconds)
-            in_flight = max(0.0, per - (time.perf_counter() - self.window_started))
-            parts.append(f"run ends in ~{_duration(in_flight + per * left)}")
+        if stage is None or not stage.done:
+            return None
+        seconds, requests = self.cost.get(stage.description, [0.0, 0])
+        rate = (seconds + time.perf_counter() - stage.started) / (requests + stage.done)
+        return rate * (stage.total - stage.done)
+
+    def run_left(self) -> tuple[float, bool] | None:
+        """Seconds until the run ends and whether that is a lower bound (no window finished yet: the step
+        in flight, and the later windows' rows at what this window's steps have cost a row so far, which
+        leaves out loading the models and can only grow as its steps go on); None where nothing measured
+        bounds it."""
+        elapsed = time.perf_counter() - self.window_started
+        rows = self.rows or max(1, (self.total - self.window_done) // max(1, self.windows - self.window_index))
+        later = max(0, self.total - self.window_done - rows)  # rows of the windows after this one
+        step = self.step_left()
+        if self.pace is not None:
+            return max(step or 0.0, self.pace * rows - elapsed) + self.pace * later, False
+        if step is None and not (self.stages and later):  # nothing measured that bounds what is left
+            return None
+        stage = self.stage
+        work = self.work + (time.perf_counter() - stage.started if stage is not None else 0.0)
+        return (step or 0.0) + work / rows * later, True
+
+    def estimate(self) -> str:
+        step, run = self.step_left(), self.run_left()
+        parts = [f"step ends in ~{_duration(step)}"] if step is not None else []
+        if run is None:
+            parts.append("run ends in ~?")
+        else:
+            parts.append(f"run ends in ~{_duration(run[0])}{' at the earliest' if run[1] else ''}")
         return " · ".join(parts)
+
+    def _text(self) -> str:
+        text = f"samples {self.done}/{self.total} · window {self.window_index + 1}/{self.windows}"
+        if self.scores_total and self.scores < self.scores_total:
+            text += f": {self.scores}/{self.scores_total} scores"
+        if self.stages:
+            total = max(self.steps, self.stages) if self.steps else "?"
+            text += f" · step {self.stages} of {total}"
+            stage = self.stage
+            if stage is not None:
+                text += f": {stage.description} {stage.done}/{stage.total}"
+        return f"{text} · {self.estimate()}"
 
     def _refresh(self) -> None:
         if not self.show:
             return
-        stage = self.stage
-        text = (f"samples {self.done}/{self.total} · window {self.window_index + 1}/{self.windows} · "
-                f"step {self.stages}")
-        if stage is not None:
-            text += f": {stage.description} {stage.done}/{stage.total}"
-        estimate = self.estimate()
-        self.line = text + (f" · {estimate}" if estimate else "")
+        self.line = self._text()
         if self.terminal:
             if self.bar is None:
                 from tqdm import tqdm

@@ -32,6 +32,7 @@ from __future__ import annotations
 import csv
 import json
 import math
+import sys
 import time
 from dataclasses import dataclass, field
 from itertools import combinations
@@ -465,12 +466,9 @@ def run_benchmark(config: BenchConfig, *, encoder: Any = None, m3: Any = None, r
     rows: list[dict[str, Any]] = []
     timings: list[dict[str, Any]] = []
     answer_files: list[str] = []
-    stages: Any = sizes
-    if config.show_progress:
-        from tqdm.auto import tqdm
-
-        stages = tqdm(sizes, desc="chunk sizes", unit="size")
-    for size in stages:
+    for number, size in enumerate(sizes, 1):
+        if config.show_progress:  # a whole line: a bar here would nest the encoders' bars under it
+            print(f"chunk size {size} ({number} of {len(sizes)})", file=sys.stderr, flush=True)
         chunks, runs, level, times = _retrieve(config, size, docs, queries, qrels, ks, retrievers, names, out,
                                                encoder=encoder, m3=m3, reranker=reranker)
         timings.extend(times)

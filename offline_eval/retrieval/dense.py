@@ -139,7 +139,8 @@ def encode_cached(encoder: TextEncoder, texts: Sequence[str], cache: EmbeddingCa
     if progress:
         from tqdm.auto import tqdm
 
-        starts = tqdm(starts, desc=progress, unit="batch", leave=False)
+        starts = tqdm(starts, desc=progress, unit="batch", leave=False,
+                      disable=None)  # on a terminal only: in a log, a bar is lines of carriage returns
     for start in starts:
         parts.append(np.asarray(encoder.encode_texts(list(texts[start:start + batch_size])),
                                 dtype=np.float32))

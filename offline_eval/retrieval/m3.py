@@ -331,7 +331,8 @@ def encode_cached(encoder: Any, texts: Sequence[str], cache: M3Cache | None, *, 
     if progress:
         from tqdm.auto import tqdm
 
-        starts = tqdm(starts, desc=progress, unit="batch", leave=False)
+        starts = tqdm(starts, desc=progress, unit="batch", leave=False,
+                      disable=None)  # on a terminal only: in a log, a bar is lines of carriage returns
     parts = [encoder.encode(list(texts[s:s + batch_size])) for s in starts]
     vectors = M3Vectors.concat(parts) if parts else M3Vectors.from_parts([], [], [])
     if cache is not None:

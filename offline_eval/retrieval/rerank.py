@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import sys
 import time
 from pathlib import Path
 from typing import Any, Sequence
@@ -67,7 +68,8 @@ class CrossEncoderScorer:
         if not pairs:
             return np.zeros(0, dtype=np.float32)
         out = self.model.predict([list(p) for p in pairs], batch_size=self.batch_size, activation_fn=self._logits,
-                                 show_progress_bar=self.show_progress, convert_to_numpy=True)
+                                 show_progress_bar=self.show_progress and sys.stderr.isatty(),  # in a log: \r lines
+                                 convert_to_numpy=True)
         return np.asarray(out, dtype=np.float32).reshape(len(pairs))
 
 

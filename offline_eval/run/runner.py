@@ -149,6 +149,7 @@ def run_in_process(samples: list[Sample], metrics: list[Metric], models: Models,
         windows = -(-len(sink.todo) // window)
         announce = getattr(progress, "window", None)  # a RunProgress (offline_eval.progress) follows windows
         counted = getattr(progress, "sample", None)
+        scored = getattr(progress, "score", None)  # each (sample, metric) score: a window moves before its end
         saved = getattr(progress, "saved", None)  # and what results.jsonl holds (told on an interrupt)
         kept = len(sink.done)
         if saved:
@@ -161,10 +162,11 @@ def run_in_process(samples: list[Sample], metrics: list[Metric], models: Models,
                 on_sample(row)
 
         for start in range(0, len(sink.todo), window):
+            chunk = sink.todo[start:start + window]
             if announce:
-                announce(start // window, windows)
-            rows = _score_window(engine, sink.todo[start:start + window], metrics, settings, aggregator, per_row,
-                                 finished if (counted or on_sample) else None)
+                announce(start // window, windows, len(chunk), len(chunk) * len(metrics))
+            rows = _score_window(engine, chunk, metrics, settings, aggregator, per_row,
+                                 finished if (counted or on_sample) else None, scored)
             sink.append(rows)
             kept += len(rows)
             del rows  # not kept alive while the next window is scored
@@ -180,15 +182,18 @@ def run_in_process(samples: list[Sample], metrics: list[Metric], models: Models,
 
 def _score_window(engine: Engine, window: list[Sample], metrics: list[Metric], settings: EvalSettings,
                   aggregator: Aggregate | None, per_row: bool,
-                  on_sample: Callable[[ResultRow], None] | None = None) -> list[ResultRow]:
+                  on_sample: Callable[[ResultRow], None] | None = None,
+                  on_score: Callable[[Task], None] | None = None) -> list[ResultRow]:
     """Every metric of every sample of ``window``, each stage batched across the window; rows in order,
-    each with its aggregate when the run has one."""
+    each with its aggregate when the run has one. ``on_score(task)`` as each metric of a sample is scored."""
     scores: dict[int, dict[str, Score]] = {}
     rows: dict[int, ResultRow] = {}
 
     def finish(task: Task) -> None:
         index, name = task.key
         scores.setdefault(index, {})[name] = as_score(task.result)
+        if on_score:
+            on_score(task)
         if len(scores[index]) == len(metrics):
             row = ResultRow.of(window[index], {m.name: scores[index][m.name] for m in metrics})
             rows[index] = aggregator.apply(row) if aggregator else row

@@ -21,13 +21,16 @@ def test_the_line_names_window_step_and_estimates():
     step.update(2)
     time.sleep(0.01)
     line = progress.line
-    assert "window 1/2 · step 1: options (judge) 2/4" in line and "step ends in ~" in line
+    assert "window 1/2 · step 1 of ?: options (judge) 2/4" in line and "step ends in ~" in line
     step.update(2)
     step.close()
     progress.sample()
     progress.sample()
     progress.window(1, 2)  # one window measured: the run's end can be estimated
     assert "samples 2/4 · window 2/2" in progress.line and "run ends in ~" in progress.line
+    assert "at the earliest" not in progress.line
+    progress("options (judge)", 4)
+    assert "step 1 of 1: options (judge) 0/4" in progress.line
     assert progress.done == 2
     progress.close()
 
@@ -51,12 +54,13 @@ def test_off_a_terminal_the_line_is_written_whole_now_and_then_and_once_at_the_e
         step.update(4)
         step.close()
         progress.sample()
-    assert stream.getvalue() == "samples 0/4 · window 1/1 · step 0\n"  # the first line, then none for an hour
+    assert stream.getvalue() == "samples 0/4 · window 1/1 · run ends in ~?\n"  # the first line, then none for an hour
     progress.saved(3, 4)
     progress.close()
     progress.close()  # closing twice is closing once
-    assert stream.getvalue().splitlines() == ["samples 0/4 · window 1/1 · step 0",
-                                              "samples 3/4 · window 1/1 · step 3"]
+    lines = stream.getvalue().splitlines()
+    # one window, between steps: nothing measured bounds what is left of it
+    assert lines == ["samples 0/4 · window 1/1 · run ends in ~?", "samples 3/4 · window 1/1 · step 3 of ? · run ends in ~?"]
     assert "\r" not in stream.getvalue() and stream.getvalue().endswith("\n")
     assert progress.kept == (3, 4)
 
@@ -120,11 +124,11 @@ def test_off_a_terminal_a_line_is_written_at_start_at_most_every_n_seconds_and_a
         progress.sample()
     lines = stream.getvalue().splitlines()
     assert [line.split(" · ")[0] for line in lines] == ["samples 0/100", "samples 29/100", "samples 59/100"]
-    assert "step 1: options (judge) 60/100" in lines[-1] and "step ends in ~" in lines[-1]
+    assert "step 1 of ?: options (judge) 60/100" in lines[-1] and "step ends in ~" in lines[-1]
     step.close()
     progress.close()
     lines = stream.getvalue().splitlines()
-    assert len(lines) == 4 and lines[-1].startswith("samples 74/100 · window 1/1 · step 1")
+    assert len(lines) == 4 and lines[-1].startswith("samples 74/100 · window 1/1 · step 1 of ?")
     assert "\r" not in stream.getvalue() and stream.getvalue().endswith("\n")
 
 
@@ -148,6 +152,116 @@ def test_a_run_whose_stderr_is_a_file_writes_whole_lines(tmp_path):
     assert "\r" not in text and text.endswith("\n")
     lines = text.splitlines()
     progress = [line for line in lines if line.startswith("samples ")]
-    assert progress[0] == "samples 0/12 · window 1/1 · step 0" and progress[-1].startswith("samples 12/12 ·")
+    assert progress[0] == "samples 0/12 · window 1/1: 0/12 scores · run ends in ~?"
+    assert progress[-1].startswith("samples 12/12 ·")
     assert all(line.count("samples ") == line.startswith("samples ") for line in lines), lines
     assert lines[-2].startswith("report: ") and lines[-1].startswith("results: ")
+
+
+# -- issue #55: progress that progresses, and nothing of other libraries beside it -------------------------
+def test_the_first_window_says_what_it_cannot_know_and_the_next_ones_step_of_n(monkeypatch):
+    """Steps are counted per window: the first cannot know how many it takes (``of ?``) and its run
+    estimate is a lower bound from what its steps cost a row so far; from the second on, ``k of n`` and
+    the run's end from the last window's seconds per row. Scores move within a window."""
+    clock = [0.0]
+    monkeypatch.setattr("offline_eval.progress.time.perf_counter", lambda: clock[0])
+    progress = RunProgress(12, stream=io.StringIO(), every=3600)
+    progress.window(0, 3, 4, 8)
+    assert progress.line.endswith("window 1/3: 0/8 scores · run ends in ~?")  # nothing measured: no figure
+    for kind in ("options (judge)", "embed (embedder)"):
+        step = progress(kind, 10)
+        clock[0] += 5  # 10 s a step: 20 s for the window's 4 rows, 5 s a row so far
+        step.update(5)
+        clock[0] += 5
+        step.update(5)
+        step.close()
+    step = progress("options (judge)", 10)
+    clock[0] += 2
+    step.update(2)  # 1 s a request of this kind over all its steps: 8 s to go
+    assert "step 3 of ?: options (judge) 2/10 · step ends in ~8s" in progress.line
+    # a lower bound: the step's 8 s and the 8 later rows at (20 + 2) s / 4 rows
+    assert progress.line.endswith("run ends in ~52s at the earliest")
+    for _ in range(8):
+        progress.score()
+    for _ in range(4):
+        progress.sample()
+    step.update(8)
+    step.close()
+    clock[0] += 18  # the window took 40 s (its last step included): 10 s a row
+    progress.window(1, 3, 4, 8)
+    assert progress.line == "samples 4/12 · window 2/3: 0/8 scores · run ends in ~1m20s"
+    progress("options (judge)", 10)
+    progress.score()
+    assert "samples 4/12 · window 2/3: 1/8 scores · step 1 of 3: options (judge) 0/10" in progress.line
+
+
+def _screen(args: list[str], tmp_path: Path, *, terminal: bool) -> tuple[int, str]:
+    """Run `offline-eval ARGS` in a child with stdout and stderr on a pseudo-terminal (80 columns, as a
+    terminal has: with none, tqdm draws nothing) or on a file; what it wrote, as text."""
+    import os
+    import subprocess
+    import sys
+
+    env = {**os.environ, "PYTHONPATH": str(EXAMPLES.parents[1]), "TERM": "xterm", "COLUMNS": "160"}
+    command = [sys.executable, "-c", "import sys; from offline_eval.cli import main; sys.exit(main(sys.argv[1:]))",
+               *args]
+    if not terminal:
+        log = tmp_path / "out.log"
+        with log.open("w") as out:
+            done = subprocess.run(command, stdout=out, stderr=subprocess.STDOUT, env=env, timeout=600)
+        return done.returncode, log.read_text(encoding="utf-8")
+    import fcntl
+    import pty
+    import struct
+    import termios
+
+    main_fd, child_fd = pty.openpty()
+    fcntl.ioctl(child_fd, termios.TIOCSWINSZ, struct.pack("HHHH", 40, 160, 0, 0))
+    child = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=child_fd, stderr=child_fd, env=env)
+    os.close(child_fd)
+    chunks = []
+    try:
+        while True:
+            try:
+                data = os.read(main_fd, 65536)
+            except OSError:  # the child closed the terminal (EIO)
+                break
+            if not data:
+                break
+            chunks.append(data)
+    finally:
+        os.close(main_fd)
+    return child.wait(timeout=600), b"".join(chunks).decode("utf-8", errors="replace")
+
+
+THIRD_PARTY = ("it/s]", "Loading weights", "DEBUG", "\x1b[A", "BM25S")
+
+
+def _tiny_run(tiny_profile: Path, output: Path) -> list[str]:
+    return ["run", "--dataset", str(EXAMPLES), "--profile", str(tiny_profile), "--max-tokens", "8", "--no-cache",
+            "--no-report", "--window", "4", "--output", str(output)]
+
+
+def test_on_a_terminal_a_run_moves_says_step_k_of_n_and_estimates_and_nothing_else_draws(tiny_profile, tmp_path):
+    """A real run on a pseudo-terminal: what the screen got. The samples count moves before the end (each
+    finished window), the step reads "k of n" once a window has finished, the run's end is estimated, and
+    no line of the weights loader's bar ("Loading weights", `| 0/103 [00:00<?, ?it/s]`) or of a debug
+    log reaches it."""
+    import re
+
+    code, screen = _screen(_tiny_run(tiny_profile, tmp_path / "run"), tmp_path, terminal=True)
+    assert code == 0, screen[-3000:]
+    seen = [int(n) for n in re.findall(r"samples (\d+)/12", screen)]
+    assert 4 in seen and 8 in seen and seen.index(4) < seen.index(12), seen
+    assert re.search(r"step \d of \d: ", screen) and re.search(r"run ends in ~\d+s( |$)", screen)
+    assert re.search(r"window 1/3: \d+/20 scores", screen)
+    assert [t for t in THIRD_PARTY if t in screen] == [], screen[:3000]
+
+
+def test_in_a_log_file_a_run_writes_whole_lines_and_no_other_library_writes(tiny_profile, tmp_path):
+    """The same run with stdout and stderr sent to a file: no carriage return (a bar's redraw), and no
+    line of another library's bar or debug log."""
+    code, text = _screen(_tiny_run(tiny_profile, tmp_path / "run"), tmp_path, terminal=False)
+    assert code == 0, text[-3000:]
+    assert "\r" not in text and [t for t in THIRD_PARTY if t in text] == [], text[:3000]
+    assert any(line.startswith("samples 0/12 · window 1/3") for line in text.splitlines()), text[:3000]
