@@ -39,7 +39,8 @@ WORDS = {"yes": True, "no": False, "unsure": None}
 # Metrics whose metadata lists the answer's own statements, each checked: (metric, where they are).
 _ANSWER_STATEMENTS = (("faithfulness", "claims"), ("faithfulness_sentences", "claims"),
                       ("hallucination_rate", "claims"), ("answer_correctness", "tp+fp"))
-_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+# Control characters, and lone surrogates (a JSON "\ud800" decodes to one; no file can hold it as UTF-8).
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\ud800-\udfff]")
 
 
 class ReviewError(ValueError):
@@ -113,12 +114,12 @@ def _turns(value: Any) -> list[dict[str, str]]:
 
 
 def check_annotator(name: Any) -> str:
-    """An annotator's name, stripped: 1 to 80 characters, no control characters."""
+    """An annotator's name, stripped: 1 to 80 characters, no control character or lone surrogate."""
     if not isinstance(name, str) or not name.strip():
         raise ReviewError("the annotator's name is missing")
     name = name.strip()
     if len(name) > 80 or _CONTROL.search(name):
-        raise ReviewError("the annotator's name must be at most 80 characters, with no control characters")
+        raise ReviewError("the annotator's name must be at most 80 characters of text, with no control characters")
     return name
 
 
@@ -275,8 +276,8 @@ class Review:
         for metric, word in answers.items():
             if metric not in asked:
                 raise ReviewError(f"{metric} is not asked about this sample")
-            if word not in WORDS:
-                raise ReviewError(f"expected yes, no or unsure, got {word!r}")
+            if not isinstance(word, str) or word not in WORDS:  # a list or an object cannot be looked up
+                raise ReviewError(f"expected yes, no or unsure, got {word!r:.40}")
         with self._lock:
             for metric in asked:  # in the page's order, whatever order the request listed them in
                 if metric in answers:
@@ -323,7 +324,7 @@ class Review:
         """The sample at ``pos`` of the queue as the page shows it: its texts, the questions put about it,
         this annotator's answers and, for the questions already answered only, the judge's verdicts."""
         if not isinstance(pos, int) or not 0 <= pos < len(self.queue):
-            raise ReviewError(f"no sample at position {pos!r}")
+            raise ReviewError(f"no sample at position {pos!r:.40}")
         entry = self.queue[pos]
         row = ResultRow.from_dict(self.row(entry))
         sample, scores = row.sample, row.scores
