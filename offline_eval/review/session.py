@@ -27,6 +27,7 @@ from itertools import combinations
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
+from offline_eval.data.schema import printable
 from offline_eval.labels import (
     LABELS_FILE, Label, append_label, cohen_kappa, latest, questions_for_people, read_labels,
 )
@@ -228,8 +229,8 @@ class Review:
                                   f"question for people; those that do: {', '.join(self.questions)}")
             return chosen
         for m in metrics:
-            if m not in known:
-                raise ReviewError(f"--metrics: {m} is not a metric of this run ({', '.join(known)})")
+            if m not in known:  # the name as typed, its control characters escaped (one line, inert)
+                raise ReviewError(f"--metrics: {printable(m)} is not a metric of this run ({printable(', '.join(known))})")
             if m not in self.questions:
                 raise ReviewError(f"--metrics: {m} has no question for people; those that do: "
                                   f"{', '.join(self.questions)}")

@@ -14,7 +14,7 @@ from typing import Any, Iterator
 import pytest
 
 from offline_eval.review.server import ReviewServer
-from offline_eval.review.session import Review
+from offline_eval.review.session import Review, ReviewError
 
 from tests.review.test_review import _request, hostile_run
 
@@ -109,3 +109,9 @@ def test_a_silent_connection_is_closed_after_the_idle_timeout(tmp_path):
             with socket.create_connection(("127.0.0.1", server.port), timeout=20) as client:
                 client.sendall(sent)
                 assert client.recv(1024) == b""  # closed by the server, long before the client's 20 s
+
+
+def test_an_unknown_metric_is_echoed_with_its_control_characters_escaped(tmp_path):
+    with pytest.raises(ReviewError) as refused:
+        Review(hostile_run(tmp_path), ["faithfulnes\x1b[2J\n"])
+    assert str(refused.value).startswith("--metrics: faithfulnes\\x1b[2J\\n is not a metric of this run")
