@@ -3,8 +3,22 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any, Sequence
+
+
+def run_child(cmd: Sequence[str], repo: Path) -> dict[str, Any]:
+    """Run a benchmark's child process (a fresh one, so its ``ru_maxrss`` is its own), the repository
+    first on its path, and return the JSON object on the last line of its output; when it fails, the
+    end of its stderr is printed and the benchmark exits with its status."""
+    done = subprocess.run(list(cmd), capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(repo)})
+    if done.returncode:
+        print(done.stderr[-3000:], file=sys.stderr)
+        sys.exit(done.returncode)
+    return json.loads(done.stdout.strip().splitlines()[-1])
 
 
 def write_results(out: Path, title: str, meta: dict[str, Any], notes: Sequence[str], header: Sequence[str],

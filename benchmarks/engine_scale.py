@@ -19,7 +19,6 @@ import json
 import os
 import platform
 import resource
-import subprocess
 import sys
 import tempfile
 import time
@@ -29,7 +28,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from _results import write_results  # noqa: E402  (benchmarks/ is the script's folder)
+from _results import run_child, write_results  # noqa: E402  (benchmarks/ is the script's folder)
 
 RAGAS_METRICS = ["faithfulness", "answer_relevancy", "context_precision", "context_recall", "answer_correctness",
                  "answer_similarity", "context_entity_recall", "noise_sensitivity_relevant", "context_utilization",
@@ -127,11 +126,7 @@ def main(argv: list[str] | None = None) -> int:
             cmd = [sys.executable, __file__, "--child", str(n), "--workdir", tmp]
             if args.window:
                 cmd += ["--window", str(args.window)]
-            done = subprocess.run(cmd, capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(REPO)})
-            if done.returncode:
-                print(done.stderr[-3000:], file=sys.stderr)
-                return done.returncode
-            row = json.loads(done.stdout.strip().splitlines()[-1])
+            row = run_child(cmd, REPO)
             rows.append(row)
             print(f"{n:>7} rows: {row['overhead_ms_per_row']:.3f} ms/row, peak {row['peak_rss_mb']:.0f} MB, "
                   f"{row['wall_s']:.0f} s; by phase {row['phase_ms_per_row']}", flush=True)

@@ -115,10 +115,12 @@ def read_labels(path: str | Path) -> list[Label]:
     end of the file (a write interrupted by a power cut) is left out; any other bad line is a
     one-line DataError naming the file, the line and the field."""
     path = Path(path)
-    try:
-        lines = path.read_text(encoding="utf-8").split("\n")
+    try:  # utf-8-sig: a file saved by an editor that writes a byte-order mark reads the same
+        lines = path.read_text(encoding="utf-8-sig").split("\n")
     except FileNotFoundError:
         raise DataError("no such labels file", source=str(path)) from None
+    except UnicodeDecodeError as exc:
+        raise DataError(f"not UTF-8 text (byte {exc.start})", source=str(path)) from None
     labels = []
     for number, text in enumerate(lines, start=1):
         if not text.strip():

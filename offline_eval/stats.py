@@ -1,13 +1,17 @@
 """Summary statistics shared by run summaries, comparisons and the retriever benchmark.
 
-Bootstrap resampling uses a fixed seed so the same scores always give the same interval.
+Bootstrap resampling uses a fixed seed so the same scores always give the same interval. Every
+bootstrap and permutation test draws its resamples in blocks of at most ``_BOOTSTRAP_CELLS`` draws,
+so its memory does not grow with the number of rows times resamples. The blocks come one after the
+other from the same generator, and numpy draws ``size=(k, n)`` then ``size=(m, n)`` exactly as it draws
+``size=(k + m, n)``: the numbers do not depend on the block size.
 """
 
 from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass
-from typing import Iterable, Sequence
+from typing import Callable, Iterable, Iterator, Sequence
 
 import numpy as np
 
@@ -15,7 +19,28 @@ from offline_eval.records import MetricSummary
 
 DEFAULT_RESAMPLES = 2000
 DEFAULT_SEED = 20240531
-_BOOTSTRAP_CELLS = 8_000_000  # indices drawn at once by bootstrap_ci (64 MB)
+_BOOTSTRAP_CELLS = 8_000_000  # draws held at once by a bootstrap or permutation test (64 MB of int64)
+
+
+def _blocks(resamples: int, n: int) -> Iterator[int]:
+    """The sizes of successive blocks of ``resamples`` resamples of ``n`` rows each, at most
+    ``_BOOTSTRAP_CELLS`` draws a block (one resample a block where a single one is larger)."""
+    block = max(1, min(resamples, _BOOTSTRAP_CELLS // max(n, 1)))
+    for start in range(0, resamples, block):
+        yield min(block, resamples - start)
+
+
+def _blocked(resamples: int, n: int, draw: Callable[[int], np.ndarray]) -> np.ndarray:
+    """``draw(k)``, a statistic of each of k resamples, called block by block and concatenated."""
+    parts = [draw(k) for k in _blocks(resamples, n)]
+    return np.concatenate(parts) if parts else np.zeros(0)
+
+
+def bootstrap_means(data: np.ndarray, resamples: int, rng: np.random.Generator) -> np.ndarray:
+    """The means of ``resamples`` resamples of ``data`` (rows drawn with replacement), the same as
+    ``data[rng.integers(0, n, size=(resamples, n))].mean(axis=1)`` in bounded memory."""
+    n = data.size
+    return _blocked(resamples, n, lambda k: data[rng.integers(0, n, size=(k, n))].mean(axis=1))
 
 
 def bootstrap_ci(values: Sequence[float], *, resamples: int = DEFAULT_RESAMPLES,
@@ -26,12 +51,7 @@ def bootstrap_ci(values: Sequence[float], *, resamples: int = DEFAULT_RESAMPLES,
         return None
     if data.size == 1:
         return (float(data[0]), float(data[0]))
-    rng = np.random.default_rng(seed)
-    # Resampled in blocks so memory stays bounded (2000 resamples of 100k scores at once would take
-    # 1.6 GB); small samples keep the single draw, and so their exact intervals.
-    block = max(1, min(resamples, _BOOTSTRAP_CELLS // data.size))
-    means = np.concatenate([data[rng.integers(0, data.size, size=(min(block, resamples - start), data.size))]
-                            .mean(axis=1) for start in range(0, resamples, block)])
+    means = bootstrap_means(data, resamples, np.random.default_rng(seed))
     alpha = (1.0 - level) / 2.0
     return (float(np.quantile(means, alpha)), float(np.quantile(means, 1.0 - alpha)))
 
@@ -72,8 +92,7 @@ def paired_bootstrap(a: Sequence[float], b: Sequence[float], *, resamples: int =
         raise ValueError("no paired scores to compare")
     diff = y - x
     delta = float(diff.mean())
-    rng = np.random.default_rng(seed)
-    means = diff[rng.integers(0, diff.size, size=(resamples, diff.size))].mean(axis=1)
+    means = bootstrap_means(diff, resamples, np.random.default_rng(seed))
     lo, hi = float(np.quantile(means, 0.025)), float(np.quantile(means, 0.975))
     if np.all(diff == 0):
         p = 1.0
@@ -91,6 +110,7 @@ def randomization_test(a: Sequence[float], b: Sequence[float], *, resamples: int
         return 1.0
     observed = abs(diff.mean())
     rng = np.random.default_rng(seed)
-    signs = rng.choice((-1.0, 1.0), size=(resamples, diff.size))
-    extreme = np.sum(np.abs((signs * diff).mean(axis=1)) >= observed - 1e-12)
+    flipped = _blocked(resamples, diff.size,
+                       lambda k: np.abs((rng.choice((-1.0, 1.0), size=(k, diff.size)) * diff).mean(axis=1)))
+    extreme = np.sum(flipped >= observed - 1e-12)
     return float((extreme + 1) / (resamples + 1))

@@ -21,7 +21,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from offline_eval.rank_stats import balanced_accuracy, rankdata, roc_auc, spearman
-from offline_eval.stats import DEFAULT_RESAMPLES, DEFAULT_SEED
+from offline_eval.stats import DEFAULT_RESAMPLES, DEFAULT_SEED, bootstrap_means
 
 __all__ = [
     "Interval", "PointwiseAgreement", "PairwiseAgreement", "rankdata", "roc_auc", "spearman",
@@ -158,6 +158,6 @@ def agreement_pairwise(pairs: Sequence[tuple[float, float]], *, resamples: int =
     value = float(wins.mean())
     ci: tuple[float, float] | None = (value, value)
     if n >= 2 and resamples > 0:
-        means = wins[rng.integers(0, n, size=(resamples, n))].mean(axis=1)
+        means = bootstrap_means(wins, resamples, rng)  # in blocks: memory bounded whatever n
         ci = _percentile(list(means))
     return PairwiseAgreement(n, n_ties, Interval(value, ci))

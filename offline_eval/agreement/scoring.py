@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from offline_eval.agreement import agreement_pairwise, agreement_pointwise
-from offline_eval.data.schema import DataError, Sample
+from offline_eval.data.schema import DataError, Sample, printable
 from offline_eval.engine.cache import ResultCache
 from offline_eval.engine.models import Models
 from offline_eval.metrics import metric_classes
@@ -35,7 +35,7 @@ DROP = "drop"
 def resolve_metric(name: str) -> Metric:
     classes = metric_classes()
     if name not in classes:
-        raise ValueError(f"unknown metric {name}; known: {', '.join(sorted(classes))}")
+        raise ValueError(f"unknown metric {printable(str(name))}; known: {', '.join(sorted(classes))}")
     return classes[name]()
 
 

@@ -52,6 +52,7 @@ from __future__ import annotations
 import datetime
 import json
 import math
+import os
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
@@ -126,6 +127,11 @@ def read_dataset(
     each to this list.
     """
     source = str(path)
+    try:  # the path is recorded in run.json, summary.json and the report, all UTF-8 text
+        source.encode("utf-8")
+    except UnicodeEncodeError:
+        shown = os.fsencode(source).decode("utf-8", "backslashreplace")
+        raise DataError("the file's name is not UTF-8 text; rename it", source=shown) from None
     return samples_from_rows(iter_rows(path, _skipper(skipped, source)), source, mapping, limit=limit,
                              skipped=skipped)
 

@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
+from offline_eval.data.schema import printable
 from offline_eval.metrics.aggregate import Aggregate
 from offline_eval.metrics.base import Metric, Score, option_names
 
@@ -100,7 +101,7 @@ def resolve_metrics(names: Iterable[str | Metric] | None,
     chosen = Aggregate.without(names)
     unknown = [n for n in chosen if not isinstance(n, Metric) and n not in available]
     if unknown:
-        raise ValueError(f"unknown metric(s) {', '.join(unknown)}; known: "
+        raise ValueError(f"unknown metric(s) {', '.join(printable(str(n)) for n in unknown)}; known: "
                          f"{', '.join(sorted(available))}, {Aggregate.name}")
     out: dict[str, Metric] = {}
     for n in chosen:

@@ -60,7 +60,7 @@ from offline_eval.prompts.base import Prompt
 from offline_eval.prompts.ragas import JSON_ONLY, YES_NO
 
 PREFIX = "criterion_"
-NAME = re.compile(r"^[a-z][a-z0-9_]{0,63}$")
+NAME = re.compile(r"[a-z][a-z0-9_]{0,63}")  # the whole name (fullmatch: "$" would let "abc\n" through)
 # a criterion's field -> the Sample field it shows, in the order the prompt shows them
 FIELDS = {"conversation": "conversation", "question": "question", "contexts": "contexts", "answer": "answer",
           "reference": "ground_truth"}
@@ -130,7 +130,7 @@ def _criterion(name: Any, entry: Any, source: str) -> Criterion:
     def bad(message: str, key: str | None = None) -> DataError:
         return DataError(f"criterion '{name}': {message}", source=source, field=key)
 
-    if not isinstance(name, str) or not NAME.match(name):
+    if not isinstance(name, str) or not NAME.fullmatch(name):
         raise bad("a name is lower-case letters, digits and underscores, starting with a letter")
     if not isinstance(entry, Mapping):
         raise bad("expected a table of keys (question, reads, ...)")

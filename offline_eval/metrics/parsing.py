@@ -15,6 +15,21 @@ from typing import Any
 
 _FENCE = re.compile(r"```(?:json|JSON)?\s*(.*?)```", re.S)
 _TRAILING_COMMA = re.compile(r",\s*([}\]])")
+# Deeper than any answer a prompt asks for, and far below the parsers' recursion limit (json and ast
+# raise RecursionError near 1,000; the bracket scan below is quadratic in the depth).
+MAX_DEPTH = 100
+
+
+def _depth(text: str) -> int:
+    """The deepest nesting of brackets in ``text``, quotes ignored (so never less than the JSON's own)."""
+    depth = deepest = 0
+    for c in text:
+        if c in "{[":
+            depth += 1
+            deepest = max(deepest, depth)
+        elif c in "}]" and depth:
+            depth -= 1
+    return deepest
 
 
 def _balanced_spans(text: str):
@@ -50,7 +65,7 @@ def _loads(candidate: str) -> Any:
     for attempt in (candidate, _TRAILING_COMMA.sub(r"\1", candidate)):
         try:
             return json.loads(attempt)
-        except ValueError:
+        except (ValueError, RecursionError):
             pass
         try:
             value = ast.literal_eval(attempt)
@@ -72,6 +87,8 @@ def extract_json(text: str) -> tuple[Any, str | None]:
     """(value, None) for the first JSON object/array in ``text``, else (None, reason)."""
     if not text or not text.strip():
         return None, "empty output"
+    if _depth(text) > MAX_DEPTH:
+        return None, f"JSON nested more than {MAX_DEPTH} levels deep"
     candidates = [m.group(1) for m in _FENCE.finditer(text)] + [text.strip()]
     for candidate in candidates:
         try:

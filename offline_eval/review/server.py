@@ -11,6 +11,9 @@ machine cannot read the samples without the token, and a web page elsewhere cann
 pointing a name of its own at 127.0.0.1 (DNS rebinding). A POST must be JSON and, when it says where
 it comes from (Origin), come from the page itself. A label is on disk (appended and fsynced) before
 its request is answered.
+
+A malformed request gets a 4xx and a one-line JSON error, and a connection silent for ``idle_timeout``
+seconds (no request, or a body shorter than it said) is closed: a stalled client cannot hold a thread.
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ from offline_eval.review import page
 from offline_eval.review.session import Review, ReviewError, check_annotator
 
 MAX_BODY = 64 * 1024
+IDLE_TIMEOUT = 30.0  # seconds; a browser sends its request at once, so only a stalled client waits this long
 HEADERS = {
     "Content-Security-Policy": page.CSP, "X-Content-Type-Options": "nosniff", "Referrer-Policy": "no-referrer",
     "X-Frame-Options": "DENY", "Cross-Origin-Opener-Policy": "same-origin",
@@ -40,9 +44,10 @@ class ReviewServer(ThreadingHTTPServer):
 
     daemon_threads = True
 
-    def __init__(self, review: Review, port: int = 0, *, quiet: bool = True) -> None:
+    def __init__(self, review: Review, port: int = 0, *, quiet: bool = True,
+                 idle_timeout: float = IDLE_TIMEOUT) -> None:
         super().__init__(("127.0.0.1", port), ReviewHandler)
-        self.review, self.quiet = review, quiet
+        self.review, self.quiet, self.idle_timeout = review, quiet, idle_timeout
         self.token = secrets.token_urlsafe(24)
         self.port = self.server_address[1]
         self.hosts = {f"127.0.0.1:{self.port}", f"localhost:{self.port}"}
@@ -51,11 +56,21 @@ class ReviewServer(ThreadingHTTPServer):
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}/{self.token}/"
 
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """One line, not socketserver's traceback; a client that went away is no error of ours."""
+        exc = sys.exc_info()[1]
+        if not isinstance(exc, (ConnectionError, TimeoutError)):
+            print(f"offline-eval review: a request failed: {_one_line(exc)}", file=sys.stderr)
+
 
 class ReviewHandler(BaseHTTPRequestHandler):
     server: ReviewServer
     server_version = "offline-eval-review"
     sys_version = ""
+
+    def setup(self) -> None:
+        self.timeout = self.server.idle_timeout  # http.server closes the connection when a read times out
+        super().setup()
 
     def do_GET(self) -> None:
         self._answer("GET")
@@ -66,6 +81,12 @@ class ReviewHandler(BaseHTTPRequestHandler):
     def log_message(self, format: str, *args: Any) -> None:
         if not self.server.quiet:
             super().log_message(format, *args)
+
+    def send_error(self, code: int, message: str | None = None, explain: str | None = None) -> None:
+        """http.server's own refusals (a malformed request line or header) as one-line JSON, not its page."""
+        self.log_error("code %d, message %s", code, message)
+        self.close_connection = True
+        self._send(code, {"error": message or self.responses.get(code, ("refused",))[0]})
 
     # -------------------------------------------------------------------------------------------
     def _answer(self, method: str) -> None:
@@ -87,7 +108,7 @@ class ReviewHandler(BaseHTTPRequestHandler):
                 return self._send(200, review.state(check_annotator(name) if name else None))
             if method == "GET" and route == "api/sample":
                 pos = _one(query, "pos")
-                return self._send(200, review.sample(int(pos) if pos and pos.isdigit() else pos,
+                return self._send(200, review.sample(_whole(pos, 9) if pos is not None else None,
                                                      check_annotator(_one(query, "annotator"))))
             if method == "POST" and route == "api/label":
                 body = self._json_body()
@@ -98,9 +119,14 @@ class ReviewHandler(BaseHTTPRequestHandler):
             return self._send(400, {"error": str(exc)})
         except _Refused as exc:
             return self._send(exc.status, {"error": str(exc)})
+        except TimeoutError:
+            raise  # a body that stopped coming: http.server closes the connection
         except (OSError, DataError) as exc:  # a full disk, a labels file someone broke: said on the page
-            print(f"offline-eval review: {exc}", file=sys.stderr)
+            print(f"offline-eval review: {_one_line(exc)}", file=sys.stderr)
             return self._send(500, {"error": str(exc)})
+        except Exception as exc:  # a request no check above foresaw: a one-line 500, never a dropped reply
+            print(f"offline-eval review: {method} /TOKEN/{route}: {_one_line(exc)}", file=sys.stderr)
+            return self._send(500, {"error": f"the server could not answer: {type(exc).__name__}"})
         return self._send(404, {"error": "no such page"})
 
     def _json_body(self) -> Any:
@@ -110,12 +136,15 @@ class ReviewHandler(BaseHTTPRequestHandler):
         if self.headers.get("Content-Type", "").split(";")[0].strip().lower() != "application/json":
             raise _Refused(415, "expected application/json")
         length = self.headers.get("Content-Length", "")
-        if not length.isdigit() or int(length) > MAX_BODY:
+        size = _whole(length, 9)
+        if not isinstance(size, int) or size > MAX_BODY:
             raise _Refused(413, f"expected a body of at most {MAX_BODY} bytes")
         try:
-            return json.loads(self.rfile.read(int(length)))
+            return json.loads(self.rfile.read(size))
         except ValueError:
             raise ReviewError("the request is not valid JSON") from None
+        except RecursionError:  # brackets nested deeper than the parser's stack
+            raise ReviewError("the request's JSON is nested too deep") from None
 
     def _send(self, status: int, body: Any, *, content_type: str = "application/json; charset=utf-8",
               location: str | None = None) -> None:
@@ -145,3 +174,15 @@ class _Refused(Exception):
 def _one(query: dict[str, list[str]], name: str) -> str | None:
     values = query.get(name)
     return values[0] if values else None
+
+
+def _whole(text: str, digits: int) -> int | str:
+    """``text`` as a whole number when it is 1 to ``digits`` ASCII digits, else ``text`` itself: str.isdigit
+    also takes "²", which int() refuses, and int() refuses more than 4,300 digits."""
+    if text.isascii() and text.isdigit() and len(text) <= digits:
+        return int(text)
+    return text
+
+
+def _one_line(exc: BaseException | None) -> str:
+    return " ".join(f"{type(exc).__name__}: {exc}".split())[:300]

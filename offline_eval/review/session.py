@@ -27,6 +27,7 @@ from itertools import combinations
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
+from offline_eval.data.schema import printable
 from offline_eval.labels import (
     LABELS_FILE, Label, append_label, cohen_kappa, latest, questions_for_people, read_labels,
 )
@@ -39,7 +40,8 @@ WORDS = {"yes": True, "no": False, "unsure": None}
 # Metrics whose metadata lists the answer's own statements, each checked: (metric, where they are).
 _ANSWER_STATEMENTS = (("faithfulness", "claims"), ("faithfulness_sentences", "claims"),
                       ("hallucination_rate", "claims"), ("answer_correctness", "tp+fp"))
-_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+# Control characters, and lone surrogates (a JSON "\ud800" decodes to one; no file can hold it as UTF-8).
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\ud800-\udfff]")
 
 
 class ReviewError(ValueError):
@@ -113,12 +115,12 @@ def _turns(value: Any) -> list[dict[str, str]]:
 
 
 def check_annotator(name: Any) -> str:
-    """An annotator's name, stripped: 1 to 80 characters, no control characters."""
+    """An annotator's name, stripped: 1 to 80 characters, no control character or lone surrogate."""
     if not isinstance(name, str) or not name.strip():
         raise ReviewError("the annotator's name is missing")
     name = name.strip()
     if len(name) > 80 or _CONTROL.search(name):
-        raise ReviewError("the annotator's name must be at most 80 characters, with no control characters")
+        raise ReviewError("the annotator's name must be at most 80 characters of text, with no control characters")
     return name
 
 
@@ -227,8 +229,8 @@ class Review:
                                   f"question for people; those that do: {', '.join(self.questions)}")
             return chosen
         for m in metrics:
-            if m not in known:
-                raise ReviewError(f"--metrics: {m} is not a metric of this run ({', '.join(known)})")
+            if m not in known:  # the name as typed, its control characters escaped (one line, inert)
+                raise ReviewError(f"--metrics: {printable(m)} is not a metric of this run ({printable(', '.join(known))})")
             if m not in self.questions:
                 raise ReviewError(f"--metrics: {m} has no question for people; those that do: "
                                   f"{', '.join(self.questions)}")
@@ -275,8 +277,8 @@ class Review:
         for metric, word in answers.items():
             if metric not in asked:
                 raise ReviewError(f"{metric} is not asked about this sample")
-            if word not in WORDS:
-                raise ReviewError(f"expected yes, no or unsure, got {word!r}")
+            if not isinstance(word, str) or word not in WORDS:  # a list or an object cannot be looked up
+                raise ReviewError(f"expected yes, no or unsure, got {word!r:.40}")
         with self._lock:
             for metric in asked:  # in the page's order, whatever order the request listed them in
                 if metric in answers:
@@ -323,7 +325,7 @@ class Review:
         """The sample at ``pos`` of the queue as the page shows it: its texts, the questions put about it,
         this annotator's answers and, for the questions already answered only, the judge's verdicts."""
         if not isinstance(pos, int) or not 0 <= pos < len(self.queue):
-            raise ReviewError(f"no sample at position {pos!r}")
+            raise ReviewError(f"no sample at position {pos!r:.40}")
         entry = self.queue[pos]
         row = ResultRow.from_dict(self.row(entry))
         sample, scores = row.sample, row.scores

@@ -260,3 +260,11 @@ def test_begin_labels_read(shared_data: Path):
     assert len(kept) + sum(excluded.values()) == len(samples)
     first = kept[0][0]
     assert first.answer and first.question and len(first.contexts) == 1
+
+
+def test_an_unknown_metric_is_echoed_with_its_control_characters_escaped():
+    from offline_eval.agreement.scoring import resolve_metric
+
+    with pytest.raises(ValueError) as refused:
+        resolve_metric("faithfulnes\x1b[2J\n")
+    assert str(refused.value).startswith("unknown metric faithfulnes\\x1b[2J\\n; known:")

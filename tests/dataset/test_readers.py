@@ -640,3 +640,22 @@ def test_a_parquet_timestamp_column_is_kept_as_text_so_the_results_can_be_writte
     (sample,) = read_dataset(path)
     assert sample.extra == {"asked": "2024-05-01T09:30:00", "meta": {"day": "2024-05-01"}}
     assert json.loads(json.dumps(sample.to_dict()))["asked"] == "2024-05-01T09:30:00"
+
+
+def test_a_dataset_whose_name_is_not_utf8_is_one_line_and_makes_no_folder(tmp_path, capsys):
+    import os
+
+    from offline_eval.cli import main
+
+    path = tmp_path / os.fsdecode(b"data\xff.jsonl")
+    try:
+        path.write_text('{"question": "q", "answer": "a"}\n', encoding="utf-8")
+    except (OSError, UnicodeEncodeError):
+        pytest.skip("this file system takes only UTF-8 names")
+    with pytest.raises(DataError, match=r"data\\xff\.jsonl: the file's name is not UTF-8 text"):
+        read_dataset(path)
+    out = tmp_path / "out"
+    assert main(["run", "--dataset", str(path), "--metrics", "rouge_l", "--output", str(out), "--no-report"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "not UTF-8" in err and "codec" not in err, err
+    assert not out.exists()  # refused before any folder or lock is made

@@ -215,6 +215,7 @@ def test_calibrate_fits_a_criterion_from_a_run_and_labels(tiny_profile: Path, tm
     ('[a]\nquestion = "Q?"\nreads = ["answer"]\nweight = 2\n', "unknown key 'weight'"),
     ('[a]\nreads = ["answer"]\n', "expected the question as text"),
     ('[Bad-Name]\nquestion = "Q?"\nreads = ["answer"]\n', "a name is lower-case letters"),
+    ('["abc\\n"]\nquestion = "Q?"\nreads = ["answer"]\n', "a name is lower-case letters"),  # not "$"'s newline
     ('[a]\nquestion = "Q?"\nreads = ["answer"]\n[[a.examples]]\nanswer = "x"\n', "example 1's label"),
 ])
 def test_a_mistake_in_a_criteria_file_is_one_line_before_any_model_loads(tmp_path: Path, capsys, text: str,
