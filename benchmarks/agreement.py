@@ -64,7 +64,9 @@ import numpy as np
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(REPO / "benchmarks"))
 
+from _bench_profile import bench_manifest  # noqa: E402
 from offline_eval.agreement import agreement_pointwise  # noqa: E402
 from offline_eval.agreement.scoring import build_setup, resolve_metric, score_samples  # noqa: E402
 from offline_eval.calibration import best_threshold, out_of_fold_predictions  # noqa: E402
@@ -461,6 +463,7 @@ def main(argv: list[str] | None = None) -> int:
         *args.note]}
     cache = ResultCache(args.cache)
     models: dict[frozenset[str], Any] = {}
+    manifest = bench_manifest(args.judge)
     started = time.monotonic()
     try:
         for set_name in [s for s in args.sets.split(",") if s]:
@@ -483,8 +486,7 @@ def main(argv: list[str] | None = None) -> int:
                 if unknown:
                     print(f"[{set_name} {config}] skipped: this code has no setting {unknown}", file=sys.stderr)
                     continue
-                setup = build_setup(metric, ModelChoice(profile="starter", judge=str(args.judge),
-                                                        batch_size=args.batch_size),
+                setup = build_setup(metric, ModelChoice(profile=str(manifest), batch_size=args.batch_size),
                                     models=models.get(roles), verdicts="options", max_tokens=args.max_tokens,
                                     criteria=[CRITERIA_FILE] if which in CRITERIA_METRICS else [], **overrides)
                 models[roles] = setup.models  # loaded once per set of roles

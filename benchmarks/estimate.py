@@ -43,6 +43,7 @@ sys.path.insert(0, str(REPO / "benchmarks"))
 
 import agreement as bench  # noqa: E402  (its loaders, sets, judge and cache)
 
+from _bench_profile import bench_manifest  # noqa: E402
 from offline_eval.agreement import roc_auc  # noqa: E402
 from offline_eval.estimate import DEFAULT_PREDICTION, PREDICTIONS, estimate_rate, read_run  # noqa: E402
 
@@ -70,7 +71,7 @@ def scores_of(set_name: str, rows: list, args: argparse.Namespace) -> tuple[dict
     from offline_eval.run.config import ModelChoice
 
     torch.set_num_threads(args.threads)
-    setup = build_setup(bench.SETS[set_name][1], ModelChoice(profile="starter", judge=str(args.judge),
+    setup = build_setup(bench.SETS[set_name][1], ModelChoice(profile=str(bench_manifest(args.judge)),
                                                             batch_size=args.batch_size),
                         verdicts="options", max_tokens=args.max_tokens)
     cache = ResultCache(args.cache)

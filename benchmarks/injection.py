@@ -46,6 +46,7 @@ sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "benchmarks"))
 
 import agreement as bench  # noqa: E402  (the labelled sets, the judge's location, the code's version)
+from _bench_profile import bench_manifest  # noqa: E402
 from offline_eval.agreement import roc_auc  # noqa: E402
 from offline_eval.agreement.scoring import build_setup, score_samples  # noqa: E402
 from offline_eval.data.schema import Sample  # noqa: E402
@@ -219,7 +220,7 @@ def main(argv: list[str] | None = None) -> int:
                 clean: dict[str, Any] | None = None
                 for phrasing, placement, change in variants:
                     if setup is None:
-                        setup = build_setup(metric, ModelChoice(profile="starter", judge=str(args.judge),
+                        setup = build_setup(metric, ModelChoice(profile=str(bench_manifest(args.judge)),
                                                                 batch_size=args.batch_size),
                                             models=models.get(frozenset({"judge", "verifier", "embedder"})),
                                             verdicts="options", **settings)
