@@ -31,6 +31,7 @@ from offline_eval.cli_models import (
     open_cache, positive_int,
 )
 from offline_eval.options import HelpFormatter, add_field_arguments, boolean, items
+from offline_eval.run.thresholds import DEFAULT_MAX_UNSCORED, unscored_share
 
 SUBCOMMAND_MODULES = ("offline_eval.runtime.models_cli", "offline_eval.engine.cache_cli", "offline_eval.retrieval.cli",
                       "offline_eval.report.cli", "offline_eval.testset.cli", "offline_eval.agreement_cli",
@@ -103,8 +104,6 @@ def add_run_parser(subparsers: Any) -> argparse.ArgumentParser:
     out.add_argument("--fail-under", metavar="metric=min,...",
                      help="exit 3 when a metric's mean is below its minimum, e.g. faithfulness=0.8, or when more "
                           "than --max-unscored of its rows are unscored")
-    from offline_eval.run.thresholds import DEFAULT_MAX_UNSCORED, unscored_share
-
     out.add_argument("--max-unscored", type=unscored_share, metavar="SHARE",
                      help="the share of a gated metric's rows that may go unscored before --fail-under fails "
                           f"(default {DEFAULT_MAX_UNSCORED:g})")
@@ -299,7 +298,7 @@ def _run(args: argparse.Namespace, watch: dict[str, Any]) -> int:
     print(f"results: {result.output_dir / 'results.jsonl'}", file=sys.stderr)
     if run.config.fail_under:
         from offline_eval.report.gating import check_thresholds, gate_lines
-        from offline_eval.run.thresholds import DEFAULT_MAX_UNSCORED
+
         gates = dict(run.config.fail_under)
         limit = getattr(args, "max_unscored", None)
         limit = DEFAULT_MAX_UNSCORED if limit is None else limit
