@@ -30,6 +30,15 @@ logged() {
   fi
 }
 
+# optional NAME CONSEQUENCE COMMAND...: a step the suite can do without, its output in NAME's log; when it
+# fails, says which tests will be skipped and goes on
+optional() {
+  local log=$logs/$1.log consequence=$2
+  shift 2
+  : >"$log"
+  logged "$log" "$@" || say "$consequence"
+}
+
 if [[ -x .venv/bin/python ]] && .venv/bin/python -c "import offline_eval, pytest, datasets, ranx, ray" 2>/dev/null \
    && [[ ! pyproject.toml -nt .venv/.installed ]]; then
   say "step 1 of $steps: .venv holds the package with its dev and starter extras: skipped"
@@ -49,10 +58,8 @@ if [[ -f .flagembedding-venv/.ready ]]; then
 else  # FlagEmbedding is never a dependency
   say "step 2 of $steps: building .flagembedding-venv, FlagEmbedding for the BGE-M3 parity test" \
       "(~45 MB, over .venv's packages; under a minute) ..."
-  log=$logs/flagembedding.log
-  : >"$log"
-  logged "$log" bash scripts/flagembedding_venv.sh \
-    || say "FlagEmbedding could not be installed; the BGE-M3 parity test against it will be skipped"
+  optional flagembedding "FlagEmbedding could not be installed; the BGE-M3 parity test against it will be skipped" \
+    bash scripts/flagembedding_venv.sh
 fi
 
 # the real vllm==0.32.0 on a CPU torch, for the vLLM contract tests (never a dependency): a venv cached
@@ -63,10 +70,8 @@ if [[ -f $vllm_venv/.ready && -x $vllm_venv/bin/python ]]; then
 else
   say "step 3 of $steps: building the vLLM contract-test venv, the real vLLM on a CPU torch, in $vllm_venv" \
       "(~6 GB, ~2.5 min, once per machine) ..."
-  log=$logs/vllm.log
-  : >"$log"
-  logged "$log" bash scripts/vllm_venv.sh \
-    || say "the vllm side venv could not be built; the vLLM contract tests will be skipped"
+  optional vllm "the vllm side venv could not be built; the vLLM contract tests will be skipped" \
+    bash scripts/vllm_venv.sh
 fi
 
 if command -v chromium >/dev/null 2>&1; then
@@ -74,11 +79,8 @@ if command -v chromium >/dev/null 2>&1; then
 elif [[ $(id -u) == 0 ]] && command -v apt-get >/dev/null 2>&1; then
   say "step 4 of $steps: installing Debian's chromium for the report's browser test" \
       "(~150 MB download, ~530 MB installed; ~1-2 min) ..."
-  log=$logs/chromium.log
-  : >"$log"
-  { logged "$log" apt-get update -qq \
-    && logged "$log" env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium; } \
-    || say "chromium could not be installed; the browser test will be skipped"
+  optional chromium "chromium could not be installed; the browser test will be skipped" \
+    sh -c 'apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium'
 else
   say "step 4 of $steps: chromium is missing and installing it needs root and apt-get: skipped;" \
       "the browser test will be skipped"
