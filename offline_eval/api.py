@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import shutil
 import tempfile
+import warnings
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
@@ -168,6 +169,8 @@ def evaluate(data: Any, metrics: Iterable[Any] | None = None, *, models: Models 
                                           device=device, batch_size=batch_size),
                        options=options, calibrate=calibrations, window=window, overwrite=overwrite)
     run = build_run(config, models=models)
+    if run.starter:  # what the command line prints before a starter run: a notebook shows a warning
+        warnings.warn(run.info["note"], UserWarning, stacklevel=2)
     samples = _samples(data, mapping, limit)
     info = {"dataset": str(data) if isinstance(data, (str, Path)) else type(data).__name__, "api": True}
     with ResultCache(cache_path() if cache is True else Path(cache) if cache else None) as store, \

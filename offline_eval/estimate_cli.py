@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import shlex
 import sys
 from pathlib import Path
 from typing import Any
@@ -28,6 +29,11 @@ def cmd_estimate(args: argparse.Namespace) -> int:
         raise DataError("no such run folder", source=str(run_dir))
     labels = Path(args.labels) if args.labels else run_dir / LABELS_FILE
     partial = _check_finished(run_dir, args.partial)
+    if not labels.is_file():
+        review = f"`offline-eval review {shlex.quote(str(run_dir))}`"
+        raise DataError(f"no such labels file ({review} makes labels, in {run_dir / LABELS_FILE})" if args.labels
+                        else f"no labels yet: make some with {review}, or name a labels file with --labels",
+                        source=str(labels))
     run = read_run(run_dir)
     result = estimate_run(run_dir, labels, prediction=args.prediction or DEFAULT_PREDICTION, run=run,
                           any_run=args.any_run)

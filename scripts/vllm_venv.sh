@@ -12,10 +12,16 @@
 # torchvision, torchaudio and torchcodec come along as CUDA builds that cannot load against a CPU torch and break
 # `import vllm` (inside transformers); nothing the tests touch needs them, so they are removed.
 # Idempotent: returns at once when the venv's .ready marker exists (written last). Prints the venv's path.
-# Usage: bash scripts/vllm_venv.sh [PYTHON]   (default: the interpreter .venv was made from)
+# Usage: bash scripts/vllm_venv.sh [--path] [PYTHON]   (default: the interpreter .venv was made from;
+# --path: print the venv's path and build nothing, for scripts/test.sh to say whether it is built)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 repo=$PWD
+path_only=false
+if [[ ${1:-} == --path ]]; then
+  path_only=true
+  shift
+fi
 vllm_version=0.32.0
 torch_version=2.13.0+cpu
 main_py=${MAIN_PYTHON:-.venv/bin/python}
@@ -28,7 +34,7 @@ else
 fi
 pyver=$("$py" -c 'import sys; print("%d.%d" % sys.version_info[:2])')
 venv=${OFFLINE_EVAL_VLLM_VENV:-${HOME}/.cache/offline-eval/vllm-$vllm_version-py$pyver}
-if [[ -f $venv/.ready && -x $venv/bin/python ]]; then
+if $path_only || [[ -f $venv/.ready && -x $venv/bin/python ]]; then
   echo "$venv"
   exit 0
 fi

@@ -78,11 +78,28 @@ class Score:
 ScoreGenerator = Generator[Any, Any, Score]
 
 
-def missing_fields(sample: Sample, fields: tuple[str, ...]) -> Score | None:
-    """The unscored Score (``missing_field:<first>``) when ``sample`` lacks any of ``fields``, else None."""
-    absent = sample.missing(fields)
+# What a metric needs of a sample: a field, or a tuple of fields any one of which will do (the RAGEval
+# keypoint metrics read the sample's key points, or generate them from its reference).
+Need = str | tuple[str, ...]
+
+
+def alternatives(need: Need) -> tuple[str, ...]:
+    """The fields of which a sample must have one to meet ``need``."""
+    return (need,) if isinstance(need, str) else tuple(need)
+
+
+def need_text(need: Need) -> str:
+    """A need as the listing and the unscored explanation show it: ``ground_truth or keypoints``."""
+    return " or ".join(alternatives(need))
+
+
+def missing_fields(sample: Sample, fields: tuple[Need, ...]) -> Score | None:
+    """The unscored Score (``missing_field:<first>``, of alternatives the first) when ``sample`` lacks
+    any of ``fields`` (every alternative of a need), else None."""
+    absent = [need for need in fields if len(sample.missing(alternatives(need))) == len(alternatives(need))]
     if absent:
-        return Score.unscored(reasons.missing_field(absent[0]), f"the sample has no {', '.join(absent)}")
+        return Score.unscored(reasons.missing_field(alternatives(absent[0])[0]),
+                              f"the sample has no {', '.join(need_text(n) for n in absent)}")
     return None
 
 
@@ -146,8 +163,9 @@ class NoOptions:
 
 
 class Metric:
-    """Base class. Subclasses set ``name``, ``requires`` (sample fields: the engine leaves a sample that
-    lacks one unscored without calling ``score``, see :func:`start`), ``roles`` (models used) and,
+    """Base class. Subclasses set ``name``, ``requires`` (sample fields, or tuples of alternatives
+    (:data:`Need`): the engine leaves a sample that lacks one unscored without calling ``score``, see
+    :func:`start`), ``roles`` (models used) and,
     for a metric where a smaller value is the better one, ``higher_is_better = False`` (recorded in
     summary.json; reports, gates and comparisons read it from there), and ``value_range`` for one whose
     values are not in [0, 1] (the aggregate puts every metric on one scale with :meth:`goodness`).
@@ -162,7 +180,7 @@ class Metric:
     """
 
     name: ClassVar[str]
-    requires: ClassVar[tuple[str, ...]] = ()
+    requires: ClassVar[tuple[Need, ...]] = ()
     roles: ClassVar[frozenset[str]] = frozenset()  # subset of {"judge", "verifier", "embedder"}
     description: ClassVar[str] = ""
     higher_is_better: ClassVar[bool] = True

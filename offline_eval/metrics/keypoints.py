@@ -150,10 +150,8 @@ def judge_keypoints(sample: Sample, settings: EvalSettings) -> Generator[Any, An
     if not points:
         if sample.keypoints:
             raise Unscorable(reasons.NO_KEYPOINTS, "the sample's keypoints are all empty")
-        if not sample.ground_truth:
-            raise Unscorable(reasons.missing_field("ground_truth"),
-                             "the sample has no keypoints and no ground_truth to generate them from")
-        points = yield from generate_keypoints(sample.question or "", sample.ground_truth, language, settings)
+        # without keypoints the sample has a ground_truth: KeypointMetric.requires
+        points = yield from generate_keypoints(sample.question or "", sample.ground_truth or "", language, settings)
         source = "generated"
     labelled = yield from label_keypoints(sample.question or "", sample.answer or "", points, language, settings)
     return KeypointJudgement(points=labelled, source=source)
@@ -162,7 +160,8 @@ def judge_keypoints(sample: Sample, settings: EvalSettings) -> Generator[Any, An
 class KeypointMetric(Metric):
     """Shared steps; subclasses say which label they count."""
 
-    requires = ("question", "answer")
+    # key points: the sample's own, or generated from its reference answer
+    requires = ("question", "answer", ("ground_truth", "keypoints"))
     roles = frozenset({"judge"})
     evidence = (Checks("keypoints", text="keypoint", verdict="label", good=("relevant",), bad=("wrong",),
                        note="analysis"),)

@@ -128,6 +128,22 @@ class BenchResult:
     timings: list[dict[str, Any]]
     metrics: list[str]  # metric names present, in display order
     files: dict[str, str]
+    notes: list[str] = field(default_factory=list)  # the queries the tables leave out, and why
+
+
+def left_out(queries: Sequence[Query], qrels: Qrels | None, use_rageval: bool) -> list[str]:
+    """A line for each kind of metric that leaves queries out: how many and why (their rows are None,
+    so the tables' means and counts are over the others)."""
+    notes = []
+    bare = sum(1 for q in queries if not q.references)
+    if use_rageval and bare:
+        notes.append(f"{bare} of {len(queries)} queries have no reference passages (reference_contexts / RAGEval "
+                     f"ground_truth.references): left out of {' and '.join(RAGEVAL_METRICS)}")
+    unjudged = sum(1 for q in queries if not any(g >= 1 for g in (qrels or {}).get(q.id, {}).values()))
+    if qrels is not None and unjudged:
+        notes.append(f"{unjudged} of {len(queries)} queries have no relevant passage in --qrels: left out of "
+                     f"{', '.join(IR_METRICS)}")
+    return notes
 
 
 # ------------------------------------------------------------------------------------ helpers
@@ -487,7 +503,8 @@ def run_benchmark(config: BenchConfig, *, encoder: Any = None, m3: Any = None, r
     files = write_outputs(out, config, rows, comparisons, per_query, timings, metrics, ks, names, sizes)
     if answer_files:
         files["answer"] = ", ".join(answer_files)
-    return BenchResult(rows, comparisons, per_query, timings, metrics, files)
+    return BenchResult(rows, comparisons, per_query, timings, metrics, files,
+                       notes=left_out(queries, qrels, use_rageval))
 
 
 def _read_inputs(config: BenchConfig) -> tuple[list[Document], list[Query], Qrels | None]:

@@ -22,8 +22,8 @@ examples:
   offline-eval retrieval --corpus dragonball_docs.jsonl --filter domain=Finance --filter language=en \\
       --queries rageval_example.jsonl --retrievers bm25,dense,hybrid --top-k 1,3,5,10 \\
       --chunk-size 128,256,512 --output runs/retrieval
-  offline-eval retrieval --corpus dragonball_docs.jsonl --queries rageval_example.jsonl \
-      --retrievers bm25,m3-dense,m3-sparse,m3-colbert,m3-hybrid --m3 models/bge-m3 \
+  offline-eval retrieval --corpus dragonball_docs.jsonl --queries rageval_example.jsonl \\
+      --retrievers bm25,m3-dense,m3-sparse,m3-colbert,m3-hybrid --m3 models/bge-m3 \\
       --rerank models/bge-reranker-v2-m3 --rerank-depth 100
 
 Without --qrels the queries' reference passages (RAGEval layout) are scored with RAGEval retrieval
@@ -156,6 +156,8 @@ def run(args: argparse.Namespace) -> int:
     except (DataError, ValueError) as exc:
         print(f"offline-eval retrieval: error: {exc}", file=sys.stderr)
         return 2
+    for note in result.notes:
+        print(f"offline-eval retrieval: {note}", file=sys.stderr)
     print(format_table(result, config.primary_k))
     print()
     from offline_eval.report.html import write_retrieval_report

@@ -263,6 +263,17 @@ def test_a_bad_labels_line_is_one_line_exit_2(tmp_path, capsys):
     assert main(["estimate", str(tmp_path / "nowhere"), "--json"]) == 2
 
 
+def test_a_run_without_labels_points_to_review(tmp_path, capsys):
+    """Without a labels file the error says how to make one (it said only "no such labels file")."""
+    run = build_run(tmp_path)
+    assert main(["estimate", str(run)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err == (f"offline-eval: bad input: {run / 'labels.jsonl'}: no labels yet: make some with "
+                   f"`offline-eval review {run}`, or name a labels file with --labels")
+    assert main(["estimate", str(run), "--labels", str(tmp_path / "expert.jsonl")]) == 2
+    assert f"`offline-eval review {run}` makes labels" in capsys.readouterr().err
+
+
 def test_a_lower_is_better_metric_keeps_its_direction(tmp_path, capsys):
     run = build_run(tmp_path)
     records = [json.loads(line) for line in (run / "results.jsonl").read_text(encoding="utf-8").splitlines()]

@@ -69,3 +69,18 @@ def test_summary_and_gate_read_noise_sensitivity_as_lower_is_better(tmp_path, ti
     assert entry["higher_is_better"] is False
     # a gate on a lower-is-better metric is a ceiling: a mean of at most 1.0 always passes
     assert main(args + ["--fail-under", "noise_sensitivity_relevant=1.0"]) == 0
+
+
+def test_the_listing_fits_100_columns_and_marks_the_default_metrics(capsys):
+    """`offline-eval metrics` wrote lines of up to 262 columns and did not say which metrics a run scores
+    when it names none."""
+    from offline_eval.metrics import DEFAULT_METRICS
+
+    assert main(["metrics"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert max(len(line) for line in lines) <= 100
+    titles = [line.split()[:2] for line in lines if line[:1].isalpha()]
+    assert {t[0] for t in titles if t[1:] == ["(default)"]} == set(DEFAULT_METRICS)
+    assert {t[0] for t in titles} >= set(CLASSES)
+    # a flag is never broken at its hyphens
+    assert any(line.startswith("    --answer-correctness-weights (weights, default (0.75, 0.25)):") for line in lines)

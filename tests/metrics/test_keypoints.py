@@ -136,6 +136,28 @@ def test_missing_fields_and_no_keypoints():
     assert score(Completeness(), no_kp, models(empty_generated)).reason == "no_keypoints"
 
 
+def test_the_declared_needs_are_what_leaves_a_sample_unscored(capsys):
+    """The key points come from the sample or are generated from its reference: a sample with neither
+    is unscored before the judge is asked, and `offline-eval metrics` says so (it listed question and
+    answer only, so a row that met them came out unscored)."""
+    from offline_eval.cli import main
+    from offline_eval.metrics.base import missing_fields
+
+    bare = Sample(id="b", question="q", answer="a")
+    for metric in (Completeness, Hallucination, Irrelevance):
+        unscored = missing_fields(bare, metric.requires)
+        assert unscored is not None and unscored.reason == "missing_field:ground_truth"
+        assert unscored.explanation == "the sample has no ground_truth or keypoints"
+        assert missing_fields(Sample(id="k", question="q", answer="a", keypoints=["k"]), metric.requires) is None
+        assert missing_fields(Sample(id="g", question="q", answer="a", ground_truth="g"), metric.requires) is None
+    assert score(Completeness(), bare, models(ScriptedJudge(script={}))).reason == "missing_field:ground_truth"
+    assert main(["metrics"]) == 0
+    listing = capsys.readouterr().out.splitlines()
+    for name in ("completeness", "hallucination", "irrelevance"):
+        at = next(i for i, line in enumerate(listing) if line.startswith(name + " "))
+        assert listing[at + 1].split() == ["needs", "question,", "answer,", "ground_truth", "or", "keypoints"]
+
+
 def test_generated_keypoints_path():
     sample = Sample(id="g", question="When did the Eiffel Tower open and how tall is it?",
                     answer="It opened in 1889.", ground_truth="It opened in 1889 and is 330 m tall.",

@@ -219,3 +219,24 @@ def test_a_numpy_value_of_the_wrong_type_names_its_row_and_field(value, field, n
         offline_eval.evaluate(rows, ["rouge_l"], cache=False)
     message = str(caught.value)
     assert message == f"data, row 2, field '{field}': {needle}", message
+
+
+def test_a_starter_run_warns_as_the_command_line_does():
+    """`offline-eval run` prints the starter note before a starter run; evaluate() said nothing."""
+    import warnings
+
+    from offline_eval.run.config import STARTER_NOTE
+    from offline_eval.runtime.profiles import load_profile
+    from tests.helpers import models
+
+    row = [{"id": "a", "question": "q", "answer": "Paris", "ground_truth": "Paris", "contexts": ["c"]}]
+    starter = models()
+    starter.profile = load_profile("starter")
+    with pytest.warns(UserWarning) as caught:
+        offline_eval.evaluate(row, metrics=["answer_similarity"], models=starter, cache=False)
+    notes = [w for w in caught if str(w.message) == STARTER_NOTE]
+    assert len(notes) == 1 and notes[0].filename == __file__  # it points at the caller's line
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        offline_eval.evaluate(row, metrics=["rouge_l"], models=starter, cache=False)
+    assert STARTER_NOTE not in [str(w.message) for w in caught]  # model-free metrics: no starter run

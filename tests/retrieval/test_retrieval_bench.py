@@ -143,6 +143,46 @@ def test_cli_registers_and_runs_bm25(tmp_path: Path, capsys: pytest.CaptureFixtu
     assert bad.func(bad) == 2
 
 
+def test_queries_without_reference_passages_are_counted_aloud(tmp_path: Path,
+                                                             capsys: pytest.CaptureFixture[str]) -> None:
+    """A query without reference passages has no RAGEval recall or EIR: the command says how many were left
+    out and why (it dropped them without a word), and likewise for queries that --qrels judges nothing."""
+    corpus, _, _ = _write(tmp_path)
+    queries = tmp_path / "some_bare.jsonl"
+    rows = [QUERIES[0], {k: v for k, v in QUERIES[1].items() if k != "reference_contexts"}, *QUERIES[2:]]
+    queries.write_text("\n".join(json.dumps(q) for q in rows), encoding="utf-8")
+    qrels = tmp_path / "some.qrels"
+    qrels.write_text("q1 0 acme 1\nq2 0 zenith 0\n", encoding="utf-8")
+    parser = argparse.ArgumentParser(prog="offline-eval")
+    register(parser.add_subparsers(dest="command"))
+    args = parser.parse_args(["retrieval", "--corpus", str(corpus), "--queries", str(queries), "--retrievers",
+                              "bm25", "--top-k", "1", "--chunk-size", "40", "--output", str(tmp_path / "o"),
+                              "--qrels", str(qrels), "--no-progress"])
+    assert args.func(args) == 0
+    err = capsys.readouterr().err.splitlines()
+    assert "offline-eval retrieval: 1 of 4 queries have no reference passages (reference_contexts / RAGEval " \
+           "ground_truth.references): left out of rageval_recall and eir" in err
+    assert any(line.startswith("offline-eval retrieval: 3 of 4 queries have no relevant passage in --qrels: "
+                               "left out of recall, ") for line in err)
+    row = json.loads((tmp_path / "o" / "results.json").read_text())["results"][0]
+    assert row["n_rageval_recall"] == 3 and row["n_recall"] == 1
+
+
+def test_the_help_examples_read_as_written() -> None:
+    """Each example of `retrieval --help` is one command, its continuation lines kept (the third ran two
+    lines together: a backslash at a line's end in the source string joined them)."""
+    import re
+    import shlex
+
+    parser = argparse.ArgumentParser(prog="offline-eval")
+    text = register(parser.add_subparsers(dest="command")).format_help()
+    examples = re.sub(r" \\\n +", " ", text.split("examples:\n", 1)[1].split("\n\n", 1)[0]).splitlines()
+    assert len(examples) == 3
+    for example in examples:
+        assert example.startswith("  offline-eval retrieval ") and "  " not in example.strip(), example
+        parser.parse_args(shlex.split(example)[1:])  # every flag as written exists
+
+
 def test_importing_the_cli_does_not_import_torch() -> None:
     code = ("import sys, offline_eval.retrieval.cli, offline_eval.retrieval.bench; "
             "assert 'torch' not in sys.modules and 'sentence_transformers' not in sys.modules")
