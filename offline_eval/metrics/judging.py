@@ -8,6 +8,7 @@ sample unscored, ``judge_unparseable``, with the judge's raw output.
 
 from __future__ import annotations
 
+import bisect
 import dataclasses
 import json
 import math
@@ -20,7 +21,7 @@ import numpy as np
 from offline_eval import reasons
 from offline_eval.engine.requests import Classify, Embed, Generate, Sampling, ScoreOptions, messages
 from offline_eval.metrics.parsing import parse_output
-from offline_eval.metrics.settings import EvalSettings
+from offline_eval.metrics.settings import EvalSettings, PromptBudget
 from offline_eval.prompts.base import Prompt
 from offline_eval.prompts.ragas import (
     ANSWER_SUPPORT_OPTION, ATTRIBUTION_OPTION, ATTRIBUTION_VERDICTS, CLAIMS, REPAIR, SUPPORT_OPTION,
@@ -432,10 +433,23 @@ def credulity_of(premises: Sequence[str], language: str) -> Generator[Any, Any, 
     return [float(p["Yes"]) for p in probs]
 
 
-def context_windows(contexts: Sequence[str], size: int, language: str) -> list[tuple[int, str]]:
+def context_windows(contexts: Sequence[str], size: int, language: str,
+                    fits: Callable[[str], bool] | None = None) -> list[tuple[int, str]]:
     """The contexts as ``(chunk index, text)`` windows of whole sentences, at most ``size`` words each
     (Chinese: characters), a window repeating the last sentence of the one before where both fit; a
-    chunk that fits is one window, and a sentence longer than ``size`` is a window of its own."""
+    chunk that fits is one window, and a sentence longer than ``size`` is a window of its own. With
+    ``fits`` (whether the judge's prompt can hold a passage), a window it cannot hold is cut further
+    (:func:`cut_to_fit`): a run of text without spaces (a URL, minified JSON, base64, Thai, emoji)
+    is one word however long it is."""
+    windows = _word_windows(contexts, size, language)
+    if fits is None:
+        return windows
+    return [(index, piece) for index, text in windows
+            for piece in ([text] if fits(text) else cut_to_fit(text, fits))]
+
+
+def _word_windows(contexts: Sequence[str], size: int, language: str) -> list[tuple[int, str]]:
+    """:func:`context_windows` by words (Chinese: characters) alone."""
     out: list[tuple[int, str]] = []
     for index, chunk in enumerate(contexts):
         if size <= 0 or count_units(chunk, language) <= size:
@@ -457,6 +471,47 @@ def context_windows(contexts: Sequence[str], size: int, language: str) -> list[t
                                            + count_units(sentences[end], language)) <= size
             start = end - 1 if overlap else end
     return out
+
+
+def _last_fitting(count: int, fits_at: Callable[[int], bool]) -> int:
+    """The last of ``count`` ever longer candidate pieces that fits (``fits_at(i)``; fitting is taken to
+    be monotone: a longer piece never fits where a shorter one does not), or -1 when none does: a
+    galloping search, so a piece costs a number of counts logarithmic in its length."""
+    good, bad, step = -1, count, 1
+    while good + step < bad and fits_at(good + step):
+        good += step
+        step *= 2
+    bad = min(bad, good + step)
+    while bad - good > 1:
+        middle = (good + bad) // 2
+        if fits_at(middle):
+            good = middle
+        else:
+            bad = middle
+    return good
+
+
+_SPACE = re.compile(r"\s*")
+
+
+def cut_to_fit(text: str, fits: Callable[[str], bool]) -> list[str]:
+    """``text`` in consecutive pieces that ``fits`` accepts, each as long as it can be: cut after a word
+    where one fits, else (a word longer than a prompt holds) after a character; every piece at least one
+    character. The pieces are the text, in order, but the whitespace at the cuts."""
+    ends = [m.end() for m in re.finditer(r"\S+", text)]
+    pieces: list[str] = []
+    start = _SPACE.match(text).end()
+    while start < len(text):
+        first = bisect.bisect_right(ends, start)
+        found = _last_fitting(len(ends) - first, lambda i: fits(text[start:ends[first + i]]))
+        if found >= 0:
+            end = ends[first + found]
+        else:  # the word alone does not fit: as many of its characters as do, at least one
+            found = _last_fitting(ends[first] - start - 1, lambda i: fits(text[start:start + 2 + i]))
+            end = start + 2 + found
+        pieces.append(text[start:end])
+        start = _SPACE.match(text, end).end()
+    return pieces
 
 
 # Words that say nothing of what a passage is about (English; Chinese function characters).
@@ -535,6 +590,42 @@ def _classifier_windows(contexts: Sequence[str], claims: Sequence[str], language
     return windows, candidates
 
 
+# Tokens left free in a prompt whose passage was measured on its own: joined to the text around it, a
+# passage's first and last tokens may be read otherwise than alone.
+JOIN_SLACK_TOKENS = 8
+# Passages shorter than this are no evidence worth asking about: a statement that leaves less room is
+# judged against its windows as they are (and fails as too long, as it would without the budget).
+MIN_PASSAGE_TOKENS = 32
+
+
+def passage_fits(claims: Sequence[str], language: str, settings: EvalSettings, question: str | None = None,
+                 framing: str = "reference") -> Callable[[str], bool] | None:
+    """Whether a passage leaves every option prompt about it within the judge's prompt budget
+    (``settings.prompt_budget``): each claim's, the empty statement's and the absurd statement's
+    (:func:`support_matrix`). None when the budget is not known. A passage that fits by the count of
+    UTF-8 bytes (prompt and passage alike) fits without the judge's tokenizer, which is asked only about
+    a longer one; where a statement leaves no room for a passage, every passage "fits" as it is."""
+    budget = settings.prompt_budget
+    if budget is None:
+        return None
+    option_prompt = FRAMINGS[framing if question else "statement"][0]
+    extra = {"question": question} if question else {}
+    prompts = [option_prompt.render(language, premise="", hypothesis=h, **extra)
+               for h in [*claims, EMPTY_STATEMENT]]
+    prompts.append(SUPPORT_OPTION.render(language, premise="", hypothesis=ABSURD_STATEMENT[language]))
+    by_bytes = PromptBudget(budget.limit)
+    sure = budget.limit - max(by_bytes.tokens(p) for p in prompts) - JOIN_SLACK_TOKENS
+    rooms: list[int] = []  # the room the judge's own count leaves, counted once when first needed
+
+    def fits(passage: str) -> bool:
+        if len(passage.encode("utf-8")) <= sure:
+            return True
+        if not rooms:
+            rooms.append(budget.limit - max(budget.tokens(p) for p in prompts) - JOIN_SLACK_TOKENS)
+        return rooms[0] < MIN_PASSAGE_TOKENS or budget.text_tokens(passage) <= rooms[0]
+    return fits
+
+
 def support_against_contexts(contexts: Sequence[str], claims: Sequence[str], language: str,
                              settings: EvalSettings, question: str | None = None,
                              framing: str = "reference") -> Generator[Any, Any, list[Verdict]]:
@@ -559,7 +650,8 @@ def support_against_contexts(contexts: Sequence[str], claims: Sequence[str], lan
     if settings.claims_checked_by_classifier:
         windows, candidates = _classifier_windows(contexts, claims, language, settings.windows_per_claim, question)
     elif settings.verdicts == "options" and settings.context_window > 0:
-        windows = context_windows(contexts, settings.context_window, language)
+        fits = passage_fits(claims, language, settings, question, framing)
+        windows = context_windows(contexts, settings.context_window, language, fits)
         candidates = [likely_windows([t for _, t in windows], c, language, settings.windows_per_claim, question,
                                      settings.window_lead) for c in claims]
     else:

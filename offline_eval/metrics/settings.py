@@ -12,9 +12,10 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import asdict, dataclass, fields
-from typing import Any, Literal, Mapping
+from typing import Any, Callable, Literal, Mapping
 
 from offline_eval.data.schema import Sample
+from offline_eval.engine.requests import Messages
 from offline_eval.options import named_numbers, non_negative_number, unit_fraction
 from offline_eval.runtime.registry import backend_spec
 from offline_eval.text import detect_language
@@ -67,8 +68,9 @@ class EvalSettings:
     # a small judge reads one short passage far better than several long ones
     context_window: int = setting(
         100, changes_values=True, minimum=0, metavar="WORDS",
-        help="judge option verdicts read the contexts in windows of at most WORDS words (Chinese: characters) "
-             "and keep the best window; 0 reads all contexts at once")
+        help="judge option verdicts read the contexts in windows of at most WORDS words (Chinese: characters), "
+             "cut further where the judge's prompt cannot hold one, and keep the best window; 0 reads all "
+             "contexts at once")
     # so that a long context costs seconds, not hours
     windows_per_claim: int = setting(
         2, changes_values=True, minimum=0, metavar="N",
@@ -122,6 +124,10 @@ class EvalSettings:
     keypoint_max: int = setting(
         14, minimum=1, metavar="N",
         help="most key points the judge draws from a reference answer (the keypoint metrics)")
+    # what the judge can read in one prompt, resolved from its model when the run is set up
+    # (offline_eval.run.config.build_run); None: not known, and windows are cut by words alone
+    prompt_budget: "PromptBudget | None" = dataclasses.field(
+        default=None, compare=False, repr=False, metadata={"option": False, "recorded": False})
 
     @classmethod
     def option_fields(cls) -> dict[str, dataclasses.Field]:
@@ -172,15 +178,52 @@ class EvalSettings:
     def fingerprint(self) -> dict[str, Any]:
         """Every setting by its field's name (run.json records it; it enters the run's fingerprint), but
         a ``recorded_unless_default`` one at its default."""
-        data = asdict(self)
-        return {f.name: data[f.name] for f in fields(self) if not _left_out(f, data[f.name])}
+        data = self._data()
+        return {f.name: data[f.name] for f in fields(self) if f.name in data and not _left_out(f, data[f.name])}
 
     def signature(self) -> dict[str, Any]:
         """The settings that change values, by name, as a calibration records them (lists for tuples);
         a ``recorded_unless_default`` one at its default is left out."""
-        data = asdict(self)
+        data = self._data()
         return {f.name: list(data[f.name]) if isinstance(data[f.name], tuple) else data[f.name]
                 for f in fields(self) if f.metadata.get("changes_values") and not _left_out(f, data[f.name])}
+
+    def _data(self) -> dict[str, Any]:
+        """The settings as plain values, without those no run records (the judge's prompt budget: it
+        cuts only contexts no prompt could hold, which were unscored before)."""
+        unrecorded = {f.name: None for f in fields(self) if f.metadata.get("recorded") is False}
+        data = asdict(dataclasses.replace(self, **unrecorded))
+        return {k: v for k, v in data.items() if k not in unrecorded}
+
+
+# Tokens of a chat prompt's scaffolding (role markers, a template's default system prompt) that the
+# byte bound of its messages does not count (PromptBudget without the judge's tokenizer).
+CHAT_SCAFFOLDING_TOKENS = 64
+
+
+@dataclass(frozen=True)
+class PromptBudget:
+    """How many tokens the judge reads in one prompt, and how it counts them.
+
+    ``limit``: the most tokens a prompt may hold (its ``max_model_len`` less the position its answer
+    needs). ``count``: a chat prompt's tokens as the judge encodes it; None counts each UTF-8 byte of
+    the messages as a token, plus :data:`CHAT_SCAFFOLDING_TOKENS`, a bound that holds for byte-level BPE
+    and byte-fallback tokenizers, whose every token covers at least one byte."""
+
+    limit: int
+    count: Callable[[Messages], int] | None = None
+
+    def tokens(self, prompt: Messages) -> int:
+        if self.count is not None:
+            return self.count(prompt)
+        return sum(len(content.encode("utf-8")) for _, content in prompt) + CHAT_SCAFFOLDING_TOKENS
+
+    def text_tokens(self, text: str) -> int:
+        """Tokens ``text`` adds to a prompt (at most its UTF-8 bytes, which is what is counted without
+        the judge's tokenizer)."""
+        if self.count is None:
+            return len(text.encode("utf-8"))
+        return self.count((("user", text),)) - self.count((("user", ""),))
 
 
 def _left_out(field: dataclasses.Field, value: Any) -> bool:

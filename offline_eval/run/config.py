@@ -31,7 +31,7 @@ from offline_eval.metrics import DEFAULT_METRICS, Aggregate, load_plugins, metri
 from offline_eval.metrics.criteria import PREFIX as CRITERION_PREFIX
 from offline_eval.metrics.criteria import load_criteria
 from offline_eval.metrics.base import Metric
-from offline_eval.metrics.settings import EvalSettings
+from offline_eval.metrics.settings import EvalSettings, PromptBudget
 from offline_eval.records import ResultRow
 from offline_eval.run.folder import RunOutput
 from offline_eval.run.thresholds import parse_thresholds
@@ -284,6 +284,7 @@ def build_run(config: RunConfig, *, models: Models | None = None) -> Run:
     profile = models.profile
     settings = EvalSettings.from_options(verifier=profile.claims_checked_by,
                                          **{k: v for k, v in config.options.items() if k not in own})
+    settings.prompt_budget = _prompt_budget(profile) if models.has("judge") else None
     # a run of model-free metrics involves none of the profile's models: it is no starter run
     starter = profile.starter and any(m.roles for m in metrics)
     info: dict[str, Any] = {"profile": profile.name, "starter": starter, "device": config.models.device or "cpu",
@@ -300,6 +301,17 @@ def _details_of(models: Models, roles: set[str]) -> dict[str, Any]:
     if "verifier" in roles and models.profile.verifier_is_judge:
         roles = roles | {"judge"}
     return {role: models.details[role] for role in sorted(roles) if role in models.details}
+
+
+def _prompt_budget(profile: Any) -> PromptBudget | None:
+    """What the judge can read in one prompt, so that no context window makes a prompt it refuses: its
+    limit less the position an answer needs, counted with its own tokenizer where its folder holds one
+    (else by UTF-8 bytes: :class:`~offline_eval.metrics.settings.PromptBudget`); None when no limit is
+    known (a judge served over HTTP)."""
+    from offline_eval.runtime.loading import judge_prompt_room
+
+    limit, counter = judge_prompt_room(profile)
+    return PromptBudget(limit - 1, counter) if limit else None
 
 
 def _calibrations(config: RunConfig, models: Models) -> list[Calibration]:

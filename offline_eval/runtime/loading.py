@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import threading
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -130,3 +131,65 @@ def roles_needed(profile: Profile, metric_roles: set[str]) -> set[str]:
     if profile.verifier_is_judge and "verifier" in roles:
         roles = (roles - {"verifier"}) | {"judge"}
     return roles
+
+
+# Files one of which a folder holds when it holds a Hugging Face tokenizer.
+_TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json")
+
+
+class ChatTokenCounter:
+    """A chat prompt's length in tokens as a local judge encodes it (:func:`offline_eval.runtime.chat.encode_chat`
+    with its own tokenizer). The tokenizer, not the model, is loaded from the judge's folder on first use:
+    a run whose contexts all fit never loads it. Pickled as its folder, so a Ray replica loads its own."""
+
+    def __init__(self, folder: str) -> None:
+        self.folder = folder
+        self._tokenizer: Any = None
+        self._lock = threading.Lock()
+
+    def __call__(self, prompt: Any) -> int:
+        from offline_eval.runtime import chat
+
+        return len(chat.encode_chat(self._loaded(), prompt))
+
+    def _loaded(self) -> Any:
+        with self._lock:
+            if self._tokenizer is None:
+                from transformers import AutoTokenizer
+
+                self._tokenizer = AutoTokenizer.from_pretrained(self.folder, local_files_only=True,
+                                                                trust_remote_code=False)
+            return self._tokenizer
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {"folder": self.folder}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__init__(state["folder"])
+
+
+def judge_prompt_room(profile: Profile) -> tuple[int | None, ChatTokenCounter | None]:
+    """The most tokens a prompt of ``profile``'s judge may hold (its ``max_model_len`` option, else the
+    positions its folder's config declares; None when neither says) and, for a judge in a local folder
+    that holds its tokenizer, a :class:`ChatTokenCounter` (else None). Reads no more than a config file."""
+    spec = profile.judge
+    limit = spec.options.get("max_model_len")
+    folder = spec.path.expanduser() if spec.path is not None and spec.declaration.needs_folder else None
+    if folder is None or not folder.is_dir():
+        return (int(limit) if limit else None), None
+    if not limit:
+        limit = _declared_positions(folder / "config.json")
+    counter = ChatTokenCounter(str(folder)) if any((folder / f).is_file() for f in _TOKENIZER_FILES) else None
+    return (int(limit) if limit else None), counter
+
+
+def _declared_positions(config: Path) -> int | None:
+    """``max_position_embeddings`` of a model's config.json (or of its text model's); None when absent."""
+    try:
+        data = json.loads(config.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    for table in (data, data.get("text_config") if isinstance(data, dict) else None):
+        if isinstance(table, dict) and isinstance(table.get("max_position_embeddings"), int):
+            return table["max_position_embeddings"]
+    return None
