@@ -267,9 +267,9 @@ class Profile:
 
     def swap_notes(self, roles: Iterable[str] | None = None) -> list[str]:
         """One line per role (of ``roles``; default: all) whose folder the command line replaced while the
-        profile set options fitted to its model: which are not applied, and which options still are (a
-        swap that drops nothing says nothing); and one per role whose backend it replaced, naming the
-        profile's options that backend does not take."""
+        profile set options for it: which were fitted to the profile's model and are not applied, and
+        which still are (none for a test double, which stands in for no model); and one per role whose
+        backend it replaced, naming the profile's options that backend does not take."""
         notes = []
         for spec in self.roles():
             if roles is not None and spec.role not in roles:
@@ -277,7 +277,9 @@ class Profile:
             if spec.not_taken:
                 notes.append(f"the {spec.backend} {spec.role} does not take the {self.name} profile's "
                              f"{_listed(spec.not_taken)}: not applied")
-            if spec.replaced is None or not spec.not_carried:  # nothing the new model runs without
+            if spec.replaced is None or spec.declaration.test_double:  # a double stands in for no model
+                continue
+            if not spec.not_carried and not spec.options:
                 continue
             line = f"{spec.role} {spec.path} replaces the {self.name} profile's {spec.replaced}"
             if spec.not_carried:

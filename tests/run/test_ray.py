@@ -143,7 +143,8 @@ def test_cli_engine_ray(ray_cluster, tiny_profile, dataset, reference, tmp_path)
             "--engine", "ray", "--replicas", "2"]
     assert main(args) == 0
     _assert_same_run(tmp_path / "run", reference,
-                     {"dataset", "profile", "starter", "device", "batch_size", "per_row", "models_verified", "threads"})
+                     {"dataset", "profile", "starter", "device", "batch_size", "per_row", "models_verified", "threads",
+                      "model_details"})
 
 
 def test_merge_caches(tmp_path):
