@@ -76,7 +76,7 @@ from offline_eval.engine.cache import ResultCache  # noqa: E402
 from offline_eval.engine.requests import ScoreOptions, messages  # noqa: E402
 from offline_eval.metrics.base import Metric, Score  # noqa: E402
 from offline_eval.metrics.settings import EvalSettings  # noqa: E402
-from offline_eval.run.config import ModelChoice  # noqa: E402
+from offline_eval.run.model_choice import ModelChoice  # noqa: E402
 
 DATA = REPO.parent / "shared" / "data"
 BENCH_DIR = Path(os.environ.get("OFFLINE_EVAL_BENCH", "~/.cache/offline-eval-bench")).expanduser()

@@ -68,7 +68,7 @@ def scores_of(set_name: str, rows: list, args: argparse.Namespace) -> tuple[dict
 
     from offline_eval.agreement.scoring import build_setup, score_samples
     from offline_eval.engine.cache import ResultCache
-    from offline_eval.run.config import ModelChoice
+    from offline_eval.run.model_choice import ModelChoice
 
     torch.set_num_threads(args.threads)
     setup = build_setup(bench.SETS[set_name][1], ModelChoice(profile=str(bench_manifest(args.judge)),

@@ -51,7 +51,7 @@ from offline_eval.agreement import roc_auc  # noqa: E402
 from offline_eval.agreement.scoring import build_setup, score_samples  # noqa: E402
 from offline_eval.data.schema import Sample  # noqa: E402
 from offline_eval.engine.cache import ResultCache  # noqa: E402
-from offline_eval.run.config import ModelChoice  # noqa: E402
+from offline_eval.run.model_choice import ModelChoice  # noqa: E402
 from offline_eval.text import split_sentences  # noqa: E402
 
 # name -> the planted text. English, Chinese and German; direct orders, a forged end of the prompt, a

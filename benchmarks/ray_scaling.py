@@ -44,7 +44,8 @@ def main() -> int:
 
     import ray
 
-    from offline_eval.run.config import ModelChoice, configure_models
+    from offline_eval.run.config import configure_models
+    from offline_eval.run.model_choice import ModelChoice
     from offline_eval.run.ray_engine import OBJECT_STORE_BYTES, run_with_ray
     from offline_eval.run.runner import run_in_process
     from offline_eval.metrics import resolve_metrics

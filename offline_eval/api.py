@@ -26,7 +26,8 @@ from typing import Any, Iterable, Mapping
 from offline_eval.data.schema import DataError, Sample
 from offline_eval.engine.models import Models
 from offline_eval.records import ResultRow, RunSummary
-from offline_eval.run.config import ModelChoice, RunConfig, build_run, configure_models
+from offline_eval.run.config import RunConfig, build_run, configure_models
+from offline_eval.run.model_choice import ModelChoice
 
 __all__ = ["Models", "EvalResult", "load_models", "evaluate", "compare"]
 
@@ -37,7 +38,7 @@ def load_models(profile: str | None = None, *, roles: Iterable[str] = ("judge", 
     for ``roles``, changed by the CLI's model flags as keywords (``judge``, ``judge_backend``,
     ``judge_model``, ``verifier``, ``hhem``, ``hhem_tokenizer``, ``embedder``, ``models_dir``,
     ``device``, ``batch_size``, ``judge_batch_size``, ``verify``; see
-    :class:`~offline_eval.run.config.ModelChoice`). Nothing loads until a metric needs it; raises
+    :class:`~offline_eval.run.model_choice.ModelChoice`). Nothing loads until a metric needs it; raises
     :class:`~offline_eval.run.config.ModelsMissing` when a model folder is not there."""
     return configure_models(ModelChoice(profile=profile, **choice), roles)
 

@@ -1,6 +1,6 @@
 """What every model-using command shares (`run`, `generate`, `agreement`, `retrieval --answer`): the
 model, judging settings, calibration and cache flags, and the cache they open. The flags become models through
-:class:`offline_eval.run.config.ModelChoice` (whose fields are named as the flags' destinations).
+:class:`offline_eval.run.model_choice.ModelChoice` (whose fields are named as the flags' destinations).
 
 Only argparse and the backend declarations (no model library) are imported at module level, so
 registering a command stays cheap.
@@ -21,7 +21,7 @@ def add_model_arguments(group: argparse._ArgumentGroup, *, verifier: bool = True
                         device: bool = True) -> None:
     """--profile, --models-dir, the judge flags, and (when asked) the verifier and embedder flags and
     --device / --batch-size (``retrieval`` has its own, for its retrievers). Their destinations are the
-    fields of :class:`offline_eval.run.config.ModelChoice`."""
+    fields of :class:`offline_eval.run.model_choice.ModelChoice`."""
     group.add_argument("--profile", help="gpu, cpu, starter or a manifest path (default: $OFFLINE_EVAL_PROFILE, "
                                          "else the first provisioned of gpu (with CUDA), cpu, starter)")
     group.add_argument("--models-dir", type=Path, help="root of the profile's model folders")

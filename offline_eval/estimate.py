@@ -62,6 +62,7 @@ import numpy as np
 from offline_eval.calibration import fit_platt
 from offline_eval.data.schema import DataError
 from offline_eval.labels import LABELS_FILE, Label, cohen_kappa, latest, questions_for_people, read_labels
+from offline_eval.metrics import is_higher_better
 from offline_eval.records import ResultRow, RunSummary
 
 Z95 = 1.959963984540054  # the standard normal's 97.5% quantile
@@ -362,7 +363,7 @@ def read_run(run_dir: str | Path) -> RunValues:
                     metrics.append(name)
                 values[name][key] = score.value
     return RunValues(path, metrics, {m: dict(values.get(m, {})) for m in metrics}, ids,
-                     {name: summary.higher_is_better(name) for name in metrics},
+                     {name: is_higher_better(name, summary.metrics.get(name)) for name in metrics},
                      fingerprint_info.get("fingerprint") or summary.info.get("fingerprint"),
                      questions_for_people(fingerprint_info))
 

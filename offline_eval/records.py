@@ -21,7 +21,7 @@ from typing import Any, Iterable, Mapping
 from offline_eval import reasons
 
 __all__ = ["StoredScore", "ResultRow", "MetricSummary", "RunSummary", "finite", "text_of", "score_dict",
-           "is_higher_better", "metric_names"]
+           "metric_names"]
 
 
 def finite(value: Any) -> float | None:
@@ -214,19 +214,6 @@ class MetricSummary:
         return out
 
 
-def is_higher_better(metric: str, summary: MetricSummary | Mapping[str, Any] | None = None) -> bool:
-    """The direction of ``metric``: what the run's summary recorded for it, else what the metric class of
-    that name declares (a summary written before the direction was recorded), else higher."""
-    if isinstance(summary, Mapping):
-        summary = MetricSummary.from_dict(summary)
-    if summary is not None and summary.higher_is_better is not None:
-        return summary.higher_is_better
-    from offline_eval.metrics import metric_classes
-
-    cls = metric_classes().get(metric)
-    return cls.higher_is_better if cls is not None else True
-
-
 @dataclass(frozen=True)
 class RunSummary:
     """summary.json: each metric's summary, the expert estimates when the folder held labels
@@ -273,9 +260,6 @@ class RunSummary:
     @property
     def starter(self) -> bool:
         return bool(self.info.get("starter"))
-
-    def higher_is_better(self, metric: str) -> bool:
-        return is_higher_better(metric, self.metrics.get(metric))
 
     def with_calibrations(self, entries: Mapping[str, Mapping[str, Any] | None]) -> "RunSummary":
         """A copy whose metrics named in ``entries`` record that calibration (None: none fitted)."""

@@ -26,7 +26,8 @@ from offline_eval.metrics import metric_classes
 from offline_eval.metrics.base import Metric
 from offline_eval.metrics.settings import EvalSettings
 from offline_eval.options import flag_of
-from offline_eval.run.config import ModelChoice, Run, RunConfig, build_run
+from offline_eval.run.config import Run, RunConfig, build_run
+from offline_eval.run.model_choice import ModelChoice
 from offline_eval.stats import DEFAULT_RESAMPLES, DEFAULT_SEED
 
 DROP = "drop"

@@ -13,6 +13,7 @@ from typing import Any, Iterable, Mapping
 from offline_eval.data.schema import printable
 from offline_eval.metrics.aggregate import Aggregate
 from offline_eval.metrics.base import Metric, Score, option_names
+from offline_eval.records import MetricSummary
 
 METRIC_MODULES = ("offline_eval.metrics.ragas", "offline_eval.metrics.rageval_retrieval",
                   "offline_eval.metrics.keypoints")
@@ -83,6 +84,17 @@ def builtin_metric_classes() -> dict[str, type[Metric]]:
 def metric_classes() -> dict[str, type[Metric]]:
     """Every metric class by name: the package's own, then the registered ones."""
     return {**_REGISTERED, **builtin_metric_classes()}
+
+
+def is_higher_better(metric: str, summary: MetricSummary | Mapping[str, Any] | None = None) -> bool:
+    """The direction of ``metric``: what the run's summary recorded for it, else what the metric class of
+    that name declares (a summary written before the direction was recorded), else higher."""
+    if isinstance(summary, Mapping):
+        summary = MetricSummary.from_dict(summary)
+    if summary is not None and summary.higher_is_better is not None:
+        return summary.higher_is_better
+    cls = metric_classes().get(metric)
+    return cls.higher_is_better if cls is not None else True
 
 
 def metric_options() -> dict[str, tuple[type[Metric], str]]:

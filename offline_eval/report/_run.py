@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from offline_eval.records import (
-    MetricSummary, ResultRow, RunSummary, finite, is_higher_better, metric_names, text_of,
+    MetricSummary, ResultRow, RunSummary, finite, metric_names, text_of,
 )
 
 RESULTS_FILE = "results.jsonl"
@@ -25,6 +25,8 @@ def lower_is_better(metric: str, entry: MetricSummary | Mapping[str, Any] | None
     """True for metrics such as ``hallucination_rate`` where a smaller score is the better one: what the
     run's summary entry for the metric records (``higher_is_better``), else what the metric class of that
     name declares (a summary written before the direction was recorded), else False."""
+    from offline_eval.metrics import is_higher_better  # the metric classes, only when a report needs them
+
     return not is_higher_better(metric, entry)
 
 

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import IO, Mapping
 
 from offline_eval.records import finite
-from offline_eval.report._run import RunData, load_run, lower_is_better, text_of
+from offline_eval.report._run import RunData, e, load_run, lower_is_better, text_of
 from offline_eval.run.folder import is_finished
 from offline_eval.run.thresholds import DEFAULT_MAX_UNSCORED
 
@@ -396,7 +396,8 @@ def _forest(m: MetricComparison, span: float, width: int = 220) -> str:
 def render_comparison_html(comparison: Comparison) -> str:
     """The comparison as a self-contained HTML page."""
     from offline_eval.report import assets
-    from offline_eval.report.html import e, page, pill
+    from offline_eval.report.badges import pill
+    from offline_eval.report.html import page
 
     c = comparison
     span = _span(c.metrics)
@@ -438,7 +439,7 @@ def render_comparison_html(comparison: Comparison) -> str:
 
 def _most_regressed_html(m: MetricComparison, unit: str) -> str:
     """The samples (or conversations) of one metric that got worse most, with their questions and answers."""
-    from offline_eval.report.html import e, pill
+    from offline_eval.report.badges import pill
 
     items = []
     for s in m.most_regressed:

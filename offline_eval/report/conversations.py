@@ -22,7 +22,8 @@ from dataclasses import dataclass
 from typing import Any, Mapping
 
 from offline_eval.records import finite, text_of
-from offline_eval.report._run import RunData, e, fmt_ci, fmt_num, lower_is_better
+from offline_eval.report._run import RunData, e, fmt_ci, lower_is_better
+from offline_eval.report.badges import ci_bar, pill
 
 __all__ = ["Conversation", "conversations_of", "placements", "conversations_section", "history_html",
            "place_html"]
@@ -151,8 +152,6 @@ def conversations_section(data: RunData, metrics: list[str], anchors: list[str],
 
 def _overview(section: Mapping[str, Any], metrics: list[str], lower: set[str]) -> str:
     """Per metric: conversations scored, the mean of their means with its interval, the mean worst turn."""
-    from offline_eval.report.html import ci_bar, pill
-
     entries = section.get("metrics") if isinstance(section.get("metrics"), Mapping) else {}
     rows = []
     for m in [m for m in metrics if isinstance(entries.get(m), Mapping)]:
@@ -190,8 +189,6 @@ def _badness(conversation: Conversation, metrics: list[str], lower: set[str], po
 def _conversation_rows(data: RunData, conversation: Conversation, position: int, metrics: list[str],
                        lower: set[str], anchors: list[str]) -> str:
     """One conversation's tbody: its summary row, and its turns in a row shown when opened."""
-    from offline_eval.report.html import pill
-
     keys, cells = [], []
     for i, m in enumerate(metrics):
         mean, worst = conversation.mean(m), conversation.worst(m)
@@ -211,8 +208,6 @@ def _conversation_rows(data: RunData, conversation: Conversation, position: int,
 def _turns_table(data: RunData, conversation: Conversation, metrics: list[str], lower: set[str],
                  anchors: list[str]) -> str:
     """A conversation's turns in order: number, sample, question, answer, each metric's score."""
-    from offline_eval.report.html import pill
-
     rows = []
     for number, position in enumerate(conversation.turns, start=1):
         rec = data.results[position]

@@ -24,6 +24,7 @@ from offline_eval.report import assets, svg
 from offline_eval.report._run import (
     RunData, calibration_notes, e, fmt_ci, fmt_num, load_run, lower_is_better, str_list, text_of,
 )
+from offline_eval.report.badges import ci_bar, pill
 from offline_eval.report.conversations import (
     Conversation, conversations_of, conversations_section, history_html, place_html, placements,
 )
@@ -57,48 +58,6 @@ def page(title: str, body: str, *, scripts: Iterable[str] = ()) -> str:
         "<div id='js-errors' class='banner error' hidden></div>"
         f"{body}{script_html}</body></html>\n"
     )
-
-
-# ----------------------------------------------------------------------------- score formatting
-
-def goodness(value: float, lower: bool = False) -> float:
-    """Map a score to [0, 1] where 1 is best: ``lower`` for a metric where a smaller value is better
-    (as the run's summary records it, :func:`~offline_eval.report._run.lower_is_better`)."""
-    v = min(max(value, 0.0), 1.0)
-    return 1.0 - v if lower else v
-
-
-def pill(value: float | None, reason: str | None = None, *, lower: bool = False) -> str:
-    """A score badge coloured from red (bad) to green (good), ``lower`` as in :func:`goodness`; grey
-    with the reason if unscored."""
-    if value is None:
-        tip = f" title='{e(reason)}'" if reason else ""
-        return f"<span class='pill na'{tip}>n/a</span>"
-    hue = round(goodness(value, lower) * 120)
-    return (f"<span class='pill' style='background:hsl({hue},62%,86%);color:hsl({hue},70%,22%)'>"
-            f"{fmt_num(value)}</span>")
-
-
-def ci_bar(mean: Any, ci: Any, *, width: int = 140, lo: float = 0.0, hi: float = 1.0) -> str:
-    """A tiny inline SVG showing the mean and its interval on [lo, hi]."""
-    if not isinstance(mean, (int, float)) or not (isinstance(ci, (list, tuple)) and len(ci) == 2):
-        return ""
-    try:
-        a, b, m = float(ci[0]), float(ci[1]), float(mean)
-    except (TypeError, ValueError):
-        return ""
-    if not all(math.isfinite(x) for x in (a, b, m)):
-        return ""
-    lo, hi = min(lo, a, m), max(hi, b, m)
-
-    def sx(v: float) -> float:
-        return 4 + (v - lo) / (hi - lo) * (width - 8)
-
-    return (f"<svg class='ci-bar' width='{width}' height='14' viewBox='0 0 {width} 14' aria-hidden='true'>"
-            f"<line x1='4' y1='7' x2='{width - 4}' y2='7' stroke='#d9dee5' stroke-width='2'/>"
-            f"<line x1='{sx(a):.1f}' y1='7' x2='{sx(b):.1f}' y2='7' stroke='#0b5cad' stroke-width='4' "
-            f"stroke-linecap='round' opacity='0.45'/>"
-            f"<circle cx='{sx(m):.1f}' cy='7' r='4' fill='#0b5cad'/></svg>")
 
 
 def _reasons_html(reasons: Any) -> str:

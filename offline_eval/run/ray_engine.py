@@ -1,7 +1,7 @@
 """Sharded evaluation on a Ray cluster: ``offline-eval run --engine ray``.
 
 The dataset's unfinished samples are cut into contiguous shards. Each replica is a Ray actor that
-builds its models once, from the run's :class:`~offline_eval.run.config.ModelChoice` (profile name or
+builds its models once, from the run's :class:`~offline_eval.run.model_choice.ModelChoice` (profile name or
 manifest path, the model flags, device, batch sizes; its paths made absolute on the driver), and runs
 the ordinary staged engine (``runner.run_in_process``) over every shard it is given. Rows and
 committed cache batches stream back to the driver as they finish; the driver writes
@@ -43,12 +43,12 @@ from typing import Any, Callable, Iterable
 
 from offline_eval.calibration import Calibration
 from offline_eval.data.schema import Sample
-from offline_eval.runtime.base import BackendUnavailable
+from offline_eval.runtime.registry import BackendUnavailable
 from offline_eval.engine.cache import ResultCache
 from offline_eval.engine.executor import ProgressFactory
 from offline_eval.engine.models import Models
-from offline_eval.run.config import ModelChoice
 from offline_eval.run.folder import RunFolder, RunOutput
+from offline_eval.run.model_choice import ModelChoice
 from offline_eval.run.runner import DEFAULT_WINDOW, RunSink, run_in_process
 from offline_eval.metrics.base import Metric
 from offline_eval.metrics.settings import EvalSettings

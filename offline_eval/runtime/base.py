@@ -15,21 +15,15 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol, Sequence, runtime_checkable
+from typing import Any, Protocol, Sequence, runtime_checkable
 
 from offline_eval.engine.requests import Classify, Embed, Generate, ScoreOptions
 from offline_eval.runtime.identity import model_identity
-
-if TYPE_CHECKING:
-    from offline_eval.runtime.registry import BackendSpec
+from offline_eval.runtime.registry import BackendSpec, declaration_of
 
 # dtype names a manifest may give a torch backend -> torch's name for it ("auto" is the backend's choice)
 DTYPE_NAMES = {"float32": "float32", "fp32": "float32", "float": "float32", "bfloat16": "bfloat16",
                "bf16": "bfloat16", "float16": "float16", "fp16": "float16", "half": "float16"}
-
-
-class BackendUnavailable(RuntimeError):
-    """A backend's optional dependency is missing; the message says which extra to install."""
 
 
 class Backend:
@@ -47,8 +41,6 @@ class Backend:
     @classmethod
     def declaration(cls) -> BackendSpec:
         """This backend's entry in the registry."""
-        from offline_eval.runtime.registry import declaration_of  # the registry imports this module
-
         return declaration_of(cls)
 
     def identify(self, folders: Mapping[str, str | Path], options: Mapping[str, Any]) -> None:

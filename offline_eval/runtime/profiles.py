@@ -298,9 +298,7 @@ class Profile:
 def builtin_dir() -> Path:
     """Folder of the built-in manifests: the repository's ``models/`` (editable install), else the
     copy packaged as ``offline_eval/models/``."""
-    import offline_eval
-
-    package = Path(offline_eval.__file__).resolve().parent
+    package = Path(__file__).resolve().parents[1]  # offline_eval/
     for candidate in (package.parent / "models", package / "models"):
         if (candidate / f"{DEFAULT_PROFILE}.toml").is_file():
             return candidate

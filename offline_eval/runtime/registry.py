@@ -14,13 +14,15 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, Callable
 
-from offline_eval.runtime.base import BackendUnavailable
-
 # The verifier backend that means "no separate model: the judge verifies claims itself".
 JUDGE_VERIFIES = "judge"
 
 # What a model folder holds by default: a config, weights and a tokenizer.
 FULL_FOLDER: tuple[str, ...] = ("config", "weights", "tokenizer")
+
+
+class BackendUnavailable(RuntimeError):
+    """A backend's optional dependency is missing; the message says which extra to install."""
 
 
 @dataclass(frozen=True)

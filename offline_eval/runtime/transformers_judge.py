@@ -69,8 +69,9 @@ from offline_eval.engine.requests import Generate, ScoreOptions
 from offline_eval.runtime import chat
 from offline_eval.runtime.batch_invariance import (PackedRows, float32_matmuls_pay, last_layer_at_ends,
                                                    on_boundary, use_batch_invariant_kernels)
-from offline_eval.runtime.base import Backend, BackendUnavailable
+from offline_eval.runtime.base import Backend
 from offline_eval.runtime.identity import content_fingerprint
+from offline_eval.runtime.registry import BackendUnavailable
 
 
 # Below this many common tokens a shared-prefix pass costs more (an extra forward call, a cache

@@ -1,7 +1,7 @@
 """Judge LLM on an in-process ``vllm.LLM`` (NVIDIA GPU; ``pip install 'offline-eval[vllm]'``).
 
 This module imports without vLLM; constructing :class:`VLLMJudge` without it raises
-:class:`~offline_eval.runtime.base.BackendUnavailable` naming the ``offline-eval[vllm]`` extra.
+:class:`~offline_eval.runtime.registry.BackendUnavailable` naming the ``offline-eval[vllm]`` extra.
 
 * **Prompts** are rendered and tokenised here with the model folder's own Hugging Face tokenizer
   (:func:`chat.encode_chat`, the same rule as the transformers backend) and handed to vLLM as token
@@ -42,8 +42,9 @@ from typing import Any
 
 from offline_eval.engine.requests import Generate, Sampling, ScoreOptions
 from offline_eval.runtime import chat
-from offline_eval.runtime.base import Backend, BackendUnavailable
+from offline_eval.runtime.base import Backend
 from offline_eval.runtime.identity import content_fingerprint
+from offline_eval.runtime.registry import BackendUnavailable
 
 INSTALL_HINT = "pip install 'offline-eval[vllm]'"
 

@@ -111,7 +111,8 @@ def _stage_bar(description: str, total: int) -> Any:
 def cmd_generate(args: argparse.Namespace) -> int:
     from offline_eval.engine.executor import Engine
     from offline_eval.retrieval.corpus import load_corpus
-    from offline_eval.run.config import ModelChoice, configure_models
+    from offline_eval.run.config import configure_models
+    from offline_eval.run.model_choice import ModelChoice
     from offline_eval.testset.pipeline import GenerateOptions, generate_testset, source_docs
 
     apply_threads(args)

@@ -23,7 +23,8 @@ from offline_eval.engine.models import Models
 from offline_eval.metrics.judging import context_windows, cut_to_fit
 from offline_eval.metrics.ragas import ContextRecall, Faithfulness
 from offline_eval.metrics.settings import EvalSettings, PromptBudget
-from offline_eval.run.config import ModelChoice, RunConfig, build_run
+from offline_eval.run.config import RunConfig, build_run
+from offline_eval.run.model_choice import ModelChoice
 from offline_eval.runtime import chat
 from tests.helpers import score
 

@@ -8,6 +8,8 @@ that only look down.
 - The library layers (``run``, ``engine``, ``metrics``, ``runtime``) import nothing from a command
   package (``agreement``, ``cli*``, ``report``) at module level, and importing the run path and the API
   brings none of those in, not even through another module.
+- No module imports itself back through other modules: every import counts, a lazy one inside a function
+  (or under ``TYPE_CHECKING``) too, since a loop that only runs late is still a loop in the design.
 """
 
 from __future__ import annotations
@@ -177,3 +179,76 @@ def test_the_run_path_and_the_api_load_no_command_package() -> None:
     commands = [m for m in loaded if is_command_module(m)
                 or any(p == "cli" or p.startswith("cli_") or p.endswith("_cli") for p in m.split("."))]
     assert not commands, commands
+
+
+def imports_of(module: str, path: Path, tree: ast.Module, known: set[str]) -> dict[str, int]:
+    """The package's modules that ``module`` imports, each with the line of its first import there: every
+    import statement, wherever it stands. ``from pkg import name`` reads the module ``pkg.name`` when
+    there is one, else ``pkg``; a package is its ``__init__``."""
+    found: dict[str, int] = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            targets = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            source = imported_module(module, path, node)
+            targets = [f"{source}.{alias.name}" if f"{source}.{alias.name}" in known else source
+                       for alias in node.names]
+        else:
+            continue
+        for target in targets:
+            while target and target not in known:  # import a.b.c of a name, not a module: a.b
+                target = target.rpartition(".")[0]
+            if target and target != module:
+                found.setdefault(target, node.lineno)
+    return found
+
+
+def import_loops(graph: dict[str, dict[str, int]]) -> list[list[str]]:
+    """One loop of each group of modules that reach each other through imports, as the modules in the
+    order they import each other, the first again at the end (``[a, b, a]``)."""
+    loops, seen = [], set()
+    for start in sorted(graph):
+        if start in seen:
+            continue
+        paths = {start: [start]}  # the shortest import path from start to each module it reaches
+        todo = [start]
+        while todo:
+            module = todo.pop(0)
+            for target in sorted(graph.get(module, {})):
+                if target == start:
+                    loop = paths[module] + [start]
+                    loops.append(loop)
+                    seen.update(loop)
+                    todo = []
+                    break
+                if target not in paths:
+                    paths[target] = paths[module] + [target]
+                    todo.append(target)
+    return loops
+
+
+def described(loop: list[str], graph: dict[str, dict[str, int]]) -> str:
+    return " -> ".join(f"{a} (line {graph[a][b]})" for a, b in zip(loop, loop[1:])) + f" -> {loop[-1]}"
+
+
+def test_no_import_loop() -> None:
+    found = modules()
+    graph = {module: imports_of(module, path, tree, set(found)) for module, (path, tree) in found.items()}
+    loops = import_loops(graph)
+    assert not loops, "import loops:\n" + "\n".join(described(loop, graph) for loop in loops)
+
+
+def test_the_loop_check_sees_a_lazy_loop_through_a_package() -> None:
+    """The check above is no vacuous pass: a package that imports a module at its top, which imports the
+    package back from inside a function, is a loop."""
+    known = {"offline_eval", "offline_eval.metrics", "offline_eval.metrics.base", "offline_eval.records"}
+    trees = {"offline_eval.metrics": ("metrics/__init__.py", "from offline_eval.metrics.base import Metric\n"),
+             "offline_eval.metrics.base": ("metrics/base.py", "from offline_eval.records import finite\n"),
+             "offline_eval.records": ("records.py", "def f():\n    from offline_eval.metrics import names\n"),
+             "offline_eval": ("__init__.py", "from offline_eval import records\n")}
+    graph = {module: imports_of(module, PACKAGE / file, ast.parse(code), known)
+             for module, (file, code) in trees.items()}
+    assert graph["offline_eval"] == {"offline_eval.records": 1}
+    loops = import_loops(graph)
+    assert len(loops) == 1 and set(loops[0]) == known - {"offline_eval"}, loops
+    assert "offline_eval.records (line 2) -> offline_eval.metrics" in described(loops[0], graph)

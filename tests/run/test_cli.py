@@ -238,7 +238,8 @@ def test_an_unknown_config_key_is_bad_input(tmp_path, capsys):
 @pytest.mark.parametrize("device", ["mps", "tpu", "xla", "cuda:x", "cuda0", "auto", "CPU"])
 def test_a_device_no_backend_runs_on_is_refused_naming_the_flag(tmp_path, capsys, device):
     """Refused up front even when no model loads (it was accepted and recorded); through the API too."""
-    from offline_eval.run.config import ModelChoice, RunConfig, build_run
+    from offline_eval.run.config import RunConfig, build_run
+    from offline_eval.run.model_choice import ModelChoice
 
     out = tmp_path / "run"
     with pytest.raises(SystemExit) as stop:

@@ -69,7 +69,8 @@ def tight_profile_judge(manifest: Path) -> str:
 
 def test_the_profiles_own_judge_keeps_the_profiles_limits_and_its_name(tight_profile, tmp_path, capsys):
     manifest, _ = tight_profile
-    from offline_eval.run.config import ModelChoice, configure_models
+    from offline_eval.run.config import configure_models
+    from offline_eval.run.model_choice import ModelChoice
 
     models = configure_models(ModelChoice(profile=str(manifest)), {"judge"})
     judge = models.details["judge"]

@@ -46,7 +46,7 @@ def dataset(tmp_path_factory) -> Path:
 
 def _setup(tiny_profile):
     """What `offline-eval run --profile tiny --metrics ... --batch-size 2 --max-tokens 16` builds."""
-    from offline_eval.run.config import ModelChoice
+    from offline_eval.run.model_choice import ModelChoice
 
     metrics, aggregate = resolve_metrics(METRICS)
     choice = ModelChoice(profile=str(tiny_profile), batch_size=BATCH)
@@ -229,7 +229,7 @@ def test_a_ray_without_token_auth_is_refused_and_a_private_cluster_requires_the_
     cluster (issue #15, item 6: the token guards its loopback ports against the machine's other users)."""
     pytest.importorskip("ray")
     from offline_eval.run.ray_engine import secure_private_cluster
-    from offline_eval.runtime.base import BackendUnavailable
+    from offline_eval.runtime.registry import BackendUnavailable
 
     with pytest.raises(BackendUnavailable, match=r"Ray 2.40.0 has no token authentication.*>= 2.52"):
         secure_private_cluster("2.40.0", None)

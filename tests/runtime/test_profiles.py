@@ -15,7 +15,7 @@ import pytest
 import offline_eval
 from offline_eval.engine.requests import Generate, messages
 from offline_eval.cli_models import add_model_arguments, open_cache
-from offline_eval.run.config import ModelChoice
+from offline_eval.run.model_choice import ModelChoice
 from offline_eval.runtime import models_cli
 from offline_eval.runtime.loading import models_from_profile, resolve_profile
 from offline_eval.runtime.profiles import (

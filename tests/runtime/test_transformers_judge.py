@@ -462,7 +462,7 @@ def test_gguf_file_loads_same_weights(tmp_path: Path) -> None:
 def test_gguf_without_accelerate_is_clear(tmp_path: Path) -> None:
     import importlib.util
 
-    from offline_eval.runtime.base import BackendUnavailable
+    from offline_eval.runtime.registry import BackendUnavailable
 
     if importlib.util.find_spec("accelerate") is not None and importlib.util.find_spec("gguf") is not None:
         pytest.skip("gguf and accelerate are both installed here")

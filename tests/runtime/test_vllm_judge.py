@@ -13,7 +13,7 @@ import pytest
 
 from offline_eval.engine.requests import Generate, Sampling, ScoreOptions, messages
 from offline_eval.runtime import chat, vllm_judge
-from offline_eval.runtime.base import BackendUnavailable
+from offline_eval.runtime.registry import BackendUnavailable
 from offline_eval.runtime.registry import load_backend
 
 HAS_VLLM = importlib.util.find_spec("vllm") is not None
