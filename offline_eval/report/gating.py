@@ -14,6 +14,7 @@ from __future__ import annotations
 import math
 from typing import Any, Mapping
 
+from offline_eval.data.schema import printable
 from offline_eval.records import RunSummary
 from offline_eval.report._run import as_run_summary, lower_is_better
 from offline_eval.run.thresholds import DEFAULT_MAX_UNSCORED, ThresholdError, parse_thresholds
@@ -74,7 +75,7 @@ def check_thresholds(summary: RunSummary | Mapping[str, Any], thresholds: Mappin
         entry = metrics.get(name)
         if entry is None:
             known = ", ".join(sorted(metrics)) or "none"
-            failures.append(f"{name}: unknown metric, not in this run (run has: {known})")
+            failures.append(f"{printable(name)}: unknown metric, not in this run (run has: {printable(known)})")
             continue
         mean = entry.mean
         if mean is None:

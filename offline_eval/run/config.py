@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping
 
 from offline_eval.calibration import Calibration, read_calibrations
-from offline_eval.data.schema import Sample
+from offline_eval.data.schema import Sample, printable
 from offline_eval.engine.cache import ResultCache
 from offline_eval.engine.executor import ProgressFactory
 from offline_eval.engine.models import Models
@@ -191,7 +191,7 @@ def build_run(config: RunConfig, *, models: Models | None = None) -> Run:
     names = [m.name for m in metrics] + ([Aggregate.name] if aggregate else [])
     unknown = sorted(set(config.fail_under) - set(names))
     if unknown:
-        raise ValueError(f"--fail-under names {', '.join(unknown)}, not among this run's metrics "
+        raise ValueError(f"--fail-under names {printable(', '.join(unknown))}, not among this run's metrics "
                          f"({', '.join(names)})")
     check_device(config.models.device, used=any(m.roles for m in metrics))
     if models is None:

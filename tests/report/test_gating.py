@@ -149,3 +149,12 @@ def test_a_metrics_declared_direction_reaches_the_summary_and_the_gate(tmp_path)
     assert check_thresholds(out.summary, {"error_share": 0.5}) == []
     assert check_thresholds(out.summary, {"error_share": 0.2}) == ["error_share mean 0.30 > 0.20 (lower is better)"]
     assert lower_is_better("hallucination_rate") and not lower_is_better("faithfulness")  # older summaries
+
+
+def test_a_gate_on_an_unknown_name_echoes_it_escaped() -> None:
+    """A name from the command line reaches the terminal as what it is, never as an escape sequence."""
+    from offline_eval.report.gating import check_thresholds
+
+    [failure] = check_thresholds({"metrics": {"rouge_l": {"mean": 0.5, "n_scored": 3, "n_unscored": 0}}},
+                                 {"bad\x1b[2J": 0.5})
+    assert failure.startswith("bad\\x1b[2J: unknown metric") and "\x1b" not in failure

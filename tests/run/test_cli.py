@@ -48,6 +48,7 @@ def test_fail_under_sets_the_exit_code(tmp_path, capsys):
     (["--fail-under", "rouge_l"], "bad threshold 'rouge_l'"),
     (["--fail-under", "faithfulness=0.5", "--metrics", "rouge_l"], "--fail-under names faithfulness"),
     (["--metrics", "rouge_l,bad\x1b[2J\nname"], "unknown metric(s) bad\\x1b[2J\\nname; known:"),  # echoed escaped
+    (["--fail-under", "bad\x1b[2J=0.5", "--metrics", "rouge_l"], "--fail-under names bad\\x1b[2J, not"),
 ])
 def test_bad_flags_fail_with_one_line_before_any_model_loads(tmp_path, capsys, monkeypatch, extra, message):
     import torch
