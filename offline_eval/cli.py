@@ -295,7 +295,9 @@ def _run(args: argparse.Namespace, watch: dict[str, Any]) -> int:
     if note:
         print(f"offline-eval: {note}", file=sys.stderr)
     _print_summary(result.summary)
-    print(f"results: {result.output_dir / 'results.jsonl'}", file=sys.stderr)
+    from offline_eval.runlog import RESULTS
+
+    print(f"results: {result.output_dir / RESULTS}", file=sys.stderr)
     if run.config.fail_under:
         from offline_eval.report.gating import check_thresholds, gate_lines
 

@@ -39,7 +39,7 @@ LABELS, REVIEW, LOCK = "labels.jsonl", "review.json", ".lock"
 
 __all__ = ["RESULTS", "SUMMARY", "RUN_INFO", "REPORT", "LABELS", "REVIEW", "LOCK", "RunLogError", "ResultLine",
            "result_lines", "read_results", "write_results", "read_object", "read_summary", "summary_dict",
-           "run_info", "is_finished", "read_row", "write_atomic", "write_json", "named_error", "remove_quietly"]
+           "run_info", "read_review", "is_finished", "read_row", "write_atomic", "write_json", "named_error", "remove_quietly"]
 
 
 class RunLogError(ValueError):
@@ -134,6 +134,11 @@ def read_summary(folder: str | Path) -> RunSummary | None:
 def run_info(folder: str | Path) -> dict[str, Any] | None:
     """run.json: the run's fingerprint and settings (None when the folder has none)."""
     return read_object(Path(folder) / RUN_INFO)
+
+
+def read_review(folder: str | Path) -> dict[str, Any] | None:
+    """review.json: a review's seeded order (None when the folder has not been reviewed)."""
+    return read_object(Path(folder) / REVIEW)
 
 
 def is_finished(folder: str | Path) -> bool:
