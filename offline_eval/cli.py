@@ -31,7 +31,7 @@ from offline_eval.cli_models import (
     open_cache, positive_int,
 )
 from offline_eval.options import HelpFormatter, add_field_arguments, boolean, items
-from offline_eval.run.thresholds import DEFAULT_MAX_UNSCORED, unscored_share
+from offline_eval.thresholds import DEFAULT_MAX_UNSCORED, unscored_share
 
 SUBCOMMAND_MODULES = ("offline_eval.runtime.models_cli", "offline_eval.engine.cache_cli", "offline_eval.retrieval.cli",
                       "offline_eval.report.cli", "offline_eval.testset.cli", "offline_eval.agreement_cli",

@@ -219,7 +219,7 @@ def check_labels_per_class(what: str, yes: int, no: int, minimum: int | None, *,
     """Refuse (a DataError of one line) ``what`` resting on fewer than ``minimum`` labels of either class
     (None: MIN_LABELS_PER_CLASS); when a lower ``minimum`` lets fewer than the default through, a loud
     warning on stderr (``warn``; the check before scoring leaves it to the one after)."""
-    from offline_eval.run.thresholds import MIN_LABELS_PER_CLASS
+    from offline_eval.thresholds import MIN_LABELS_PER_CLASS
 
     required = MIN_LABELS_PER_CLASS if minimum is None else minimum
     if min(yes, no) < required:

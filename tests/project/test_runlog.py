@@ -67,6 +67,19 @@ def test_the_run_log_imports_no_layer_above_it() -> None:
     assert not above, above
 
 
+def test_the_report_imports_nothing_of_the_runner() -> None:
+    """The report reads a run folder and gates it through the run-log and offline_eval.thresholds, both
+    below it, not through ``offline_eval.run`` (the runner's package, which the report sits beside)."""
+    found = []
+    for path in sorted((PACKAGE / "report").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            names = ([a.name for a in node.names] if isinstance(node, ast.Import)
+                     else [node.module or ""] if isinstance(node, ast.ImportFrom) else [])
+            found += [f"{path.name}:{node.lineno} imports {n}" for n in names
+                      if n == "offline_eval.run" or n.startswith("offline_eval.run.")]
+    assert not found, found
+
+
 # ----------------------------------------------------------------------------- one tolerance, every reader
 
 def _row(key: str, value: float = 1.0) -> str:
