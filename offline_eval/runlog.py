@@ -20,7 +20,9 @@ estimates, the review, the calibration and the runner's resume):
   one, so it was edited or damaged, and skipping it would change every figure read from the file.
 
 summary.json and run.json that are there but are no JSON object are an error naming the file; a
-missing one reads as None. Files are written whole or not at all (:func:`write_atomic`).
+missing one reads as None. Files are written whole or not at all (:func:`write_atomic`); results.jsonl
+is appended to by :class:`ResultsAppender`, which leaves no torn line behind a failed write, and put in
+dataset order by :func:`rewrite_results`.
 
 This module sits low: it imports only the records, never the runner, the metrics or the report.
 """
@@ -28,9 +30,11 @@ This module sits low: it imports only the records, never the runner, the metrics
 from __future__ import annotations
 
 import json
+import os
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Callable, Iterable, Iterator
 
 from offline_eval.records import ResultRow, RunSummary
 
@@ -38,7 +42,7 @@ RESULTS, SUMMARY, RUN_INFO, REPORT = "results.jsonl", "summary.json", "run.json"
 LABELS, REVIEW, LOCK = "labels.jsonl", "review.json", ".lock"
 
 __all__ = ["RESULTS", "SUMMARY", "RUN_INFO", "REPORT", "LABELS", "REVIEW", "LOCK", "RunLogError", "ResultLine",
-           "result_lines", "read_results", "write_results", "read_object", "read_summary", "summary_dict",
+           "result_lines", "read_results", "write_results", "ResultsAppender", "cut_torn_results", "rewrite_results", "read_object", "read_summary", "summary_dict",
            "run_info", "read_review", "is_finished", "read_row", "write_atomic", "write_json", "named_error", "remove_quietly"]
 
 
@@ -106,6 +110,89 @@ def write_results(folder: str | Path, rows: Any) -> None:
     write_atomic(Path(folder) / RESULTS, _json_lines(rows))
 
 
+class ResultsAppender:
+    """Appends rows to a folder's results.jsonl, each call's rows durable (fsynced) before it returns.
+
+    A write that fails or is interrupted (a full disk, Ctrl-C) cuts the file back to its length before
+    the call, so no torn line is left, and an OSError names the file. Cutting is safe for the one
+    process that holds the folder (:class:`offline_eval.run.folder.RunFolder`): the rows cut are those
+    of this call, scored again by the rerun."""
+
+    def __init__(self, folder: str | Path) -> None:
+        self.path = Path(folder) / RESULTS
+        self._handle: Any = None
+
+    def append(self, rows: Iterable[dict[str, Any]]) -> None:
+        data = _json_lines(rows).encode("utf-8")
+        start = None
+        try:
+            if self._handle is None:
+                self._handle = open(self.path, "ab", buffering=0)  # unbuffered: every byte written is accounted
+            fd = self._handle.fileno()
+            start = os.fstat(fd).st_size
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view):]
+            os.fsync(fd)
+        except BaseException as exc:
+            if start is not None:
+                try:
+                    os.ftruncate(fd, start)
+                except OSError:  # a disk gone read-only: the rerun cuts the torn line (cut_torn_results)
+                    pass
+            if isinstance(exc, OSError):
+                raise named_error(exc, self.path)
+            raise
+
+    def close(self) -> None:
+        if self._handle is not None:
+            self._handle.close()
+            self._handle = None
+
+
+def cut_torn_results(folder: str | Path) -> None:
+    """A kill in the middle of a write leaves a line without its end: cut it off before appending."""
+    path = Path(folder) / RESULTS
+    try:
+        with open(path, "rb+") as handle:
+            size = handle.seek(0, os.SEEK_END)
+            if size == 0:
+                return
+            handle.seek(size - 1)
+            if handle.read(1) == b"\n":
+                return
+            keep = size
+            while keep > 0:  # back to the last complete line
+                step = min(keep, 1 << 16)
+                handle.seek(keep - step)
+                block = handle.read(step)
+                cut = block.rfind(b"\n")
+                if cut >= 0:
+                    keep = keep - step + cut + 1
+                    break
+                keep -= step
+            handle.truncate(keep)
+    except FileNotFoundError:
+        return
+
+
+def rewrite_results(folder: str | Path, offsets: list[int],
+                    annotate: Callable[[dict[str, Any]], dict[str, Any]] | None = None) -> None:
+    """results.jsonl rewritten to hold the rows starting at ``offsets`` (:attr:`ResultLine.offset`), in
+    that order, each through ``annotate``. Streamed, so memory does not grow with the rows' size; the
+    file is whole until the copy is renamed over it, and a failed copy is removed."""
+    results = Path(folder) / RESULTS
+    with _replaced(results) as tmp, open(tmp, "w", encoding="utf-8") as out:
+        if offsets:
+            with open(results, "rb") as handle:
+                for start in offsets:
+                    handle.seek(start)
+                    row = json.loads(handle.readline())
+                    out.write(json.dumps(annotate(row) if annotate else row, ensure_ascii=False) + "\n")
+        out.flush()
+        os.fsync(out.fileno())
+
+
 def read_object(path: Path) -> dict[str, Any] | None:
     """The JSON object in ``path``; None when there is no such file; a RunLogError naming the file when
     it holds something else."""
@@ -164,18 +251,26 @@ def remove_quietly(path: Path) -> None:
         pass
 
 
-def write_atomic(path: Path, text: str) -> None:
-    """``path`` holds ``text`` whole or is left as it was: written beside it and renamed over it; a
-    failed write removes what it wrote and raises an OSError naming ``path``."""
+@contextmanager
+def _replaced(path: Path) -> Iterator[Path]:
+    """A temporary file beside ``path`` to write in the block, renamed over ``path`` when the block ends;
+    a block that fails removes it (``path`` is left as it was) and an OSError then names ``path``."""
     tmp = path.with_name(path.name + ".tmp")
     try:
-        tmp.write_text(text, encoding="utf-8")
+        yield tmp
         tmp.replace(path)
     except BaseException as exc:
         remove_quietly(tmp)
         if isinstance(exc, OSError):
             raise named_error(exc, path)
         raise
+
+
+def write_atomic(path: Path, text: str) -> None:
+    """``path`` holds ``text`` whole or is left as it was: written beside it and renamed over it; a
+    failed write removes what it wrote and raises an OSError naming ``path``."""
+    with _replaced(path) as tmp:
+        tmp.write_text(text, encoding="utf-8")
 
 
 def write_json(folder: str | Path, name: str, value: Any) -> None:

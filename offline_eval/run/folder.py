@@ -36,8 +36,8 @@ from typing import Any, Callable, Iterable, Iterator, Mapping
 from offline_eval.engine.locking import flock_exclusive
 from offline_eval.records import ResultRow, RunSummary, StoredScore
 from offline_eval.runlog import (
-    LOCK, REPORT, RESULTS, RUN_INFO, SUMMARY, RunLogError, is_finished, named_error, read_results, remove_quietly,
-    result_lines, run_info, summary_dict, write_atomic,
+    LOCK, REPORT, RESULTS, RUN_INFO, SUMMARY, ResultsAppender, RunLogError, cut_torn_results, is_finished, named_error,
+    read_results, result_lines, rewrite_results, run_info, summary_dict, write_atomic,
 )
 
 __all__ = ["RESULTS", "SUMMARY", "RUN_INFO", "REPORT", "LOCK", "EARLIER", "RUN_FILES", "RunFolder", "RunFolderError",
@@ -208,7 +208,7 @@ class RunFolder:
         present = [name for name in RUN_FILES if (self.path / name).exists()]
         self.earlier_tries = []
         if previous is not None and previous.get("fingerprint") == fingerprint:
-            self._drop_cut_line()
+            cut_torn_results(self.path)
             done = set(self._finished_ids())
             self.earlier_tries = self._tries_before(previous)
         elif present:
@@ -265,32 +265,11 @@ class RunFolder:
 
     # -- writing --------------------------------------------------------------------------------
     def append(self, rows: Iterable[dict[str, Any]]) -> None:
-        """Append finished rows to results.jsonl and make them durable before returning.
-
-        A write that fails or is interrupted (a full disk, Ctrl-C) cuts the file back to its length
-        before the call, so no torn line is left, and an OSError names the file. Cutting is safe: this
-        process holds the folder, and the rows cut are those of this call, scored again by the rerun."""
-        path = self.path / RESULTS
-        data = "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows).encode("utf-8")
-        start = None
-        try:
-            if self._sink is None:
-                self._sink = open(path, "ab", buffering=0)  # unbuffered: every byte written is accounted
-            fd = self._sink.fileno()
-            start = os.fstat(fd).st_size
-            view = memoryview(data)
-            while view:
-                view = view[os.write(fd, view):]
-            os.fsync(fd)
-        except BaseException as exc:
-            if start is not None:
-                try:
-                    os.ftruncate(fd, start)
-                except OSError:  # a disk gone read-only: the rerun cuts the torn line (_drop_cut_line)
-                    pass
-            if isinstance(exc, OSError):
-                raise named_error(exc, path)
-            raise
+        """Append finished rows to results.jsonl and make them durable before returning
+        (:class:`offline_eval.runlog.ResultsAppender`: a failed write leaves no torn line)."""
+        if self._sink is None:
+            self._sink = ResultsAppender(self.path)
+        self._sink.append(rows)
 
     def finish(self, order: dict[str, int], names: list[str], run_info: dict[str, Any],
                annotate: Callable[[dict[str, Any]], dict[str, Any]] | None = None,
@@ -322,53 +301,10 @@ class RunFolder:
         values = {n: [entry[2][i][0] for entry in index] for i, n in enumerate(names)}
         reasons = {n: [entry[2][i][1] for entry in index] for i, n in enumerate(names)}
         summary = summarize(values, reasons, [entry[3] for entry in index]) if summarize else {"metrics": {}}
-        tmp = results.with_name(RESULTS + ".tmp")
-        try:
-            with open(tmp, "w", encoding="utf-8") as out:
-                if index:
-                    with open(results, "rb") as handle:
-                        for _, start, _, _ in index:
-                            handle.seek(start)
-                            row = json.loads(handle.readline())
-                            if annotate:
-                                row = annotate(row)
-                            out.write(json.dumps(row, ensure_ascii=False) + "\n")
-                out.flush()
-                os.fsync(out.fileno())
-            tmp.replace(results)
-        except BaseException as exc:  # results.jsonl is whole until the rename: the copy is removed
-            remove_quietly(tmp)
-            if isinstance(exc, OSError):
-                raise named_error(exc, results)
-            raise
+        rewrite_results(self.path, [entry[1] for entry in index], annotate)
         summary["run"] = {**run_info, "finished": _now(), "metrics": names, "n_samples": len(index)}
         write_atomic(self.path / SUMMARY, json.dumps(summary, indent=2, ensure_ascii=False, default=str))
         return summary, len(index)
-
-    def _drop_cut_line(self) -> None:
-        """A kill in the middle of a write leaves a line without its end: cut it off before appending."""
-        path = self.path / RESULTS
-        try:
-            with open(path, "rb+") as handle:
-                size = handle.seek(0, os.SEEK_END)
-                if size == 0:
-                    return
-                handle.seek(size - 1)
-                if handle.read(1) == b"\n":
-                    return
-                keep = size
-                while keep > 0:  # back to the last complete line
-                    step = min(keep, 1 << 16)
-                    handle.seek(keep - step)
-                    block = handle.read(step)
-                    cut = block.rfind(b"\n")
-                    if cut >= 0:
-                        keep = keep - step + cut + 1
-                        break
-                    keep -= step
-                handle.truncate(keep)
-        except FileNotFoundError:
-            return
 
     def _finished_ids(self) -> Iterator[str]:
         try:

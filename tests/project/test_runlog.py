@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import ast
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -30,6 +31,8 @@ PACKAGE = Path(__file__).resolve().parents[2] / "offline_eval"
 OWNER = PACKAGE / "runlog.py"
 NAMES = ("results.jsonl", "summary.json", "run.json", "report.html", "labels.jsonl", "review.json", ".lock")
 # Spellings of a name that are not a run folder's file: (module, name, why).
+FOLDER_NAME = re.compile(r"\b(RESULTS|SUMMARY|RUN_INFO|REPORT|REPORT_FILE|LABELS|LABELS_FILE|REVIEW|REVIEW_FILE)\b")
+OPENING = {"open", "read_text", "write_text", "read_bytes", "write_bytes"}
 NOT_A_RUN_FOLDER = {("offline_eval/report/html.py", "summary.json"): "a retriever benchmark's folder",
                     ("offline_eval/engine/cache.py", ".lock"): "the result cache's journal lock"}
 
@@ -49,12 +52,50 @@ def test_no_module_but_the_run_log_names_a_run_folder_file() -> None:
                        "RUN_INFO, REPORT, LABELS, REVIEW, LOCK):\n" + "\n".join(found))
 
 
+def opened_by_name(path: Path, tree: ast.AST) -> list[str]:
+    """Where a function of ``tree`` opens (``open``, ``read_text``, ``write_text``, ...) a path built from a
+    run folder's name (the run-log's constant), directly or through a variable it assigned. The run's
+    ``.lock`` is left out: taking it is :class:`offline_eval.run.folder.RunFolder`'s."""
+    where = path.relative_to(PACKAGE.parent).as_posix()
+    found = []
+    for function in (n for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))):
+        built = {ast.unparse(target) for node in ast.walk(function) if isinstance(node, ast.Assign)
+                 and FOLDER_NAME.search(ast.unparse(node.value)) for target in node.targets}
+        for node in ast.walk(function):
+            if not isinstance(node, ast.Call):
+                continue
+            if isinstance(node.func, ast.Name) and node.func.id == "open" and node.args:
+                target = ast.unparse(node.args[0])
+            elif isinstance(node.func, ast.Attribute) and node.func.attr in OPENING:
+                target = ast.unparse(node.func.value)
+            else:
+                continue
+            if FOLDER_NAME.search(target) or target in built:
+                found.append(f"{where}:{node.lineno} opens {target}")
+    return sorted(set(found))
+
+
+def test_no_module_but_the_run_log_opens_a_run_folder_file() -> None:
+    found = [line for path in sorted(PACKAGE.rglob("*.py")) if path != OWNER
+             for line in opened_by_name(path, ast.parse(path.read_text(encoding="utf-8"), filename=str(path)))]
+    assert not found, "run folder files opened outside offline_eval/runlog.py (use its readers and writers):\n" + \
+        "\n".join(found)
+
+
 def test_the_scan_sees_a_name_spelled_in_a_path_and_in_a_message() -> None:
     """The check above is no vacuous pass: it finds a name joined to a path and one inside an f-string."""
     tree = ast.parse("path = folder / 'summary.json'\nprint(f\"results: {out / 'results.jsonl'}\")\n"
                      "help = 'a summary.json mentioned in a sentence is no file opened'\n")
     found = spelled_names(PACKAGE / "report" / "example.py", tree)
     assert [line.split(" spells ")[1] for line in found] == ["'summary.json'", "'results.jsonl'"]
+
+
+def test_the_scan_sees_a_file_opened_by_the_run_logs_name() -> None:
+    tree = ast.parse("def read(folder):\n    path = folder / RESULTS\n    with open(path) as handle:\n"
+                     "        return (folder / SUMMARY).read_text(), handle.read()\n"
+                     "def lock(folder):\n    return open(folder / LOCK, 'a+')\n")
+    found = opened_by_name(PACKAGE / "report" / "example.py", tree)
+    assert found == ["offline_eval/report/example.py:3 opens path", "offline_eval/report/example.py:4 opens folder / SUMMARY"]
 
 
 def test_the_run_log_imports_no_layer_above_it() -> None:
