@@ -49,7 +49,7 @@ def _add_labelled_data(p: argparse.ArgumentParser, *, from_run: bool = False) ->
     data.add_argument("--positive", nargs="+", metavar="VALUE",
                       help="label values that mean 1 (other strings mean 0); numeric labels need none")
     data.add_argument("--drop", nargs="+", metavar="VALUE", help="label values whose samples are left out")
-    from offline_eval.run.thresholds import MIN_LABELS_PER_CLASS
+    from offline_eval.thresholds import MIN_LABELS_PER_CLASS
 
     data.add_argument("--min-per-class", type=positive_int, metavar="N",
                       help="the fewest yes and the fewest no labels (of scored samples) to "

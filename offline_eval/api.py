@@ -14,7 +14,6 @@ engine, cache and calibrations), so the same data gives the same scores through 
 
 from __future__ import annotations
 
-import json
 import shutil
 import tempfile
 import warnings
@@ -94,23 +93,22 @@ class EvalResult:
         return out
 
     def _write(self, out: Path) -> Path:
-        from offline_eval.run.folder import RESULTS, RUN_INFO, SUMMARY
+        from offline_eval.runlog import RUN_INFO, SUMMARY, write_json, write_results
 
         out.mkdir(parents=True, exist_ok=True)
-        (out / RESULTS).write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in self.rows),
-                                   encoding="utf-8")
-        (out / SUMMARY).write_text(json.dumps(self.summary, indent=2, ensure_ascii=False), encoding="utf-8")
-        (out / RUN_INFO).write_text(json.dumps(self.run, indent=2, ensure_ascii=False, default=str),
-                                    encoding="utf-8")
+        write_results(out, self.rows)
+        write_json(out, SUMMARY, self.summary)
+        write_json(out, RUN_INFO, self.run)
         return out
 
     def report(self, path: str | Path | None = None) -> Path:
         """Write the self-contained HTML report (default: report.html in the saved folder)."""
         from offline_eval.report.html import write_report
+        from offline_eval.runlog import REPORT
 
         if self.folder is None:  # written beside a temporary copy of the run, then moved out
             with tempfile.TemporaryDirectory(prefix="offline-eval-") as tmp:
-                target = Path(path or "report.html")
+                target = Path(path or REPORT)
                 shutil.copyfile(write_report(self._write(Path(tmp))), target)
                 return target
         written = write_report(self.folder)
@@ -161,7 +159,7 @@ def evaluate(data: Any, metrics: Iterable[Any] | None = None, *, models: Models 
     """
     from offline_eval.engine.cache import ResultCache
     from offline_eval.engine.cache_location import cache_path
-    from offline_eval.run.folder import RUN_INFO
+    from offline_eval.runlog import run_info
 
     config = RunConfig(metrics=list(metrics) if metrics is not None else None,
                        criteria=[] if criteria is None else list(criteria) if isinstance(criteria, (list, tuple))
@@ -178,7 +176,7 @@ def evaluate(data: Any, metrics: Iterable[Any] | None = None, *, models: Models 
             tempfile.TemporaryDirectory(prefix="offline-eval-") as tmp:
         folder = Path(output) if output is not None else Path(tmp)
         out = run.execute(samples, folder, cache=store, run_info=info)
-        record = json.loads((folder / RUN_INFO).read_text(encoding="utf-8"))
+        record = run_info(folder) or {}
         return EvalResult(list(out.result_rows()), out.run_summary, record,
                           Path(output) if output is not None else None)
 

@@ -31,7 +31,7 @@ from offline_eval.cli_models import (
     open_cache, positive_int,
 )
 from offline_eval.options import HelpFormatter, add_field_arguments, boolean, items
-from offline_eval.run.thresholds import DEFAULT_MAX_UNSCORED, unscored_share
+from offline_eval.thresholds import DEFAULT_MAX_UNSCORED, unscored_share
 
 SUBCOMMAND_MODULES = ("offline_eval.runtime.models_cli", "offline_eval.engine.cache_cli", "offline_eval.retrieval.cli",
                       "offline_eval.report.cli", "offline_eval.testset.cli", "offline_eval.agreement_cli",
@@ -295,7 +295,9 @@ def _run(args: argparse.Namespace, watch: dict[str, Any]) -> int:
     if note:
         print(f"offline-eval: {note}", file=sys.stderr)
     _print_summary(result.summary)
-    print(f"results: {result.output_dir / 'results.jsonl'}", file=sys.stderr)
+    from offline_eval.runlog import RESULTS
+
+    print(f"results: {result.output_dir / RESULTS}", file=sys.stderr)
     if run.config.fail_under:
         from offline_eval.report.gating import check_thresholds, gate_lines
 

@@ -49,7 +49,6 @@ reported, never used.
 
 from __future__ import annotations
 
-import json
 import math
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
@@ -63,7 +62,8 @@ from offline_eval.calibration import fit_platt
 from offline_eval.data.schema import DataError
 from offline_eval.labels import LABELS_FILE, Label, cohen_kappa, latest, questions_for_people, read_labels
 from offline_eval.metrics import is_higher_better
-from offline_eval.records import ResultRow, RunSummary
+from offline_eval.records import RunSummary
+from offline_eval.runlog import RESULTS, RunLogError, read_results, run_info, summary_dict
 
 Z95 = 1.959963984540054  # the standard normal's 97.5% quantile
 PREDICTIONS = ("raw", "calibrated")
@@ -324,44 +324,36 @@ class RunValues:
     questions: dict[str, str] = field(default_factory=dict)  # metric -> its question for people
 
 
-def _read_json(path: Path) -> dict[str, Any]:
+def _read_or_empty(read: Any, path: Path) -> dict[str, Any]:
+    """run.json or summary.json (``read``) of the folder, {} when it has none; a damaged one is a DataError."""
     try:
-        value = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return {}
-    return value if isinstance(value, dict) else {}
+        return read(path) or {}
+    except RunLogError as exc:
+        raise DataError(str(exc)) from None
 
 
 def read_run(run_dir: str | Path) -> RunValues:
-    """Each metric's per-row values from a run folder's results.jsonl (the first line of an id counts,
-    as :meth:`offline_eval.run.folder.RunFolder.finish` keeps it; a line cut short by a kill is
-    skipped), its metrics from run.json (else summary.json, else the rows)."""
+    """Each metric's per-row values from a run folder's results.jsonl (read as :mod:`offline_eval.runlog`
+    reads it: a line cut short by a kill is skipped, any other bad line is a DataError naming it), its
+    metrics from run.json (else summary.json, else the rows)."""
     path = Path(run_dir)
-    results = path / "results.jsonl"
-    if not results.is_file():
-        raise DataError("not a run folder (no results.jsonl)", source=str(path))
-    fingerprint_info = _read_json(path / "run.json")
-    summary = RunSummary.from_dict(_read_json(path / "summary.json"))
+    if not (path / RESULTS).is_file():
+        raise DataError(f"not a run folder (no {RESULTS})", source=str(path))
+    fingerprint_info = _read_or_empty(run_info, path)
+    summary = RunSummary.from_dict(_read_or_empty(summary_dict, path))
     declared = fingerprint_info.get("metrics") or summary.run_metrics
     metrics = [str(m) for m in declared] if isinstance(declared, list) else []
     values: dict[str, dict[str, float | None]] = defaultdict(dict)
     ids: list[str] = []
-    seen: set[str] = set()
-    with open(results, encoding="utf-8") as handle:
-        for line in handle:
-            try:
-                row = json.loads(line)
-                key = str(row["id"])
-            except (ValueError, KeyError, TypeError):
-                continue
-            if key in seen:
-                continue
-            seen.add(key)
-            ids.append(key)
-            for name, score in ResultRow.from_dict(row).scores.items():
+    try:
+        for row in read_results(path):
+            ids.append(row.id)
+            for name, score in row.scores.items():
                 if name not in metrics:
                     metrics.append(name)
-                values[name][key] = score.value
+                values[name][row.id] = score.value
+    except RunLogError as exc:
+        raise DataError(str(exc)) from None
     return RunValues(path, metrics, {m: dict(values.get(m, {})) for m in metrics}, ids,
                      {name: is_higher_better(name, summary.metrics.get(name)) for name in metrics},
                      fingerprint_info.get("fingerprint") or summary.info.get("fingerprint"),

@@ -72,9 +72,9 @@ def _check_finished(run_dir: Path, partial: bool) -> bool:
     when it has not finished without --partial: its rows are not all written, and an estimate over the
     first ones would look like one over the whole run."""
     from offline_eval.data.schema import DataError
-    from offline_eval.run.folder import SUMMARY, is_finished
+    from offline_eval.runlog import RESULTS, SUMMARY, is_finished
 
-    if is_finished(run_dir) or not (run_dir / "results.jsonl").is_file():
+    if is_finished(run_dir) or not (run_dir / RESULTS).is_file():
         return False  # finished, or no run folder at all (read_run says so)
     if not partial:
         raise DataError(f"the run has not finished (no {SUMMARY}), so its rows are not all written: rerun the "
@@ -86,7 +86,8 @@ def _check_finished(run_dir: Path, partial: bool) -> bool:
 def _keep(run_dir: Path, result: Any) -> None:
     """summary.json's estimates replaced (and report.html rewritten when the folder has one), under the
     folder's lock; a folder in use by a run is left as it is, with a line saying so."""
-    from offline_eval.run.folder import REPORT, SUMMARY, RunFolder, RunFolderError, write_atomic
+    from offline_eval.run.folder import RunFolder, RunFolderError
+    from offline_eval.runlog import REPORT, SUMMARY, RunLogError, summary_dict, write_json
 
     summary_path = run_dir / SUMMARY
     if not summary_path.exists():
@@ -95,17 +96,19 @@ def _keep(run_dir: Path, result: Any) -> None:
         folder = RunFolder(run_dir)
         folder.lock()
     except (RunFolderError, OSError) as exc:
-        print(f"offline-eval: summary.json not updated: {exc}", file=sys.stderr)
+        print(f"offline-eval: {SUMMARY} not updated: {exc}", file=sys.stderr)
         return
     try:
         try:
-            summary = json.loads(summary_path.read_text(encoding="utf-8"))
-        except ValueError:
-            print(f"offline-eval: {summary_path} is not valid JSON; not updated", file=sys.stderr)
+            summary = summary_dict(run_dir)
+        except RunLogError as exc:
+            print(f"offline-eval: {exc}; not updated", file=sys.stderr)
+            return
+        if summary is None:  # removed while the lock was taken
             return
         summary.pop("estimates_error", None)
         summary["estimates"], summary["estimates_source"] = result.estimates, result.source()
-        write_atomic(summary_path, json.dumps(summary, indent=2, ensure_ascii=False, default=str))
+        write_json(run_dir, SUMMARY, summary)
         if (run_dir / REPORT).exists():
             from offline_eval.report.html import write_report
 

@@ -28,8 +28,9 @@ from pathlib import Path
 from typing import Any, Iterable, Mapping
 
 from offline_eval.data.schema import DataError
+from offline_eval.runlog import LABELS
 
-LABELS_FILE = "labels.jsonl"  # in a run folder
+LABELS_FILE = LABELS  # in a run folder (its name: offline_eval.runlog)
 
 # What a person is asked, per metric, in plain words (the review page shows it; a label keeps it).
 HUMAN_QUESTIONS: dict[str, str] = {

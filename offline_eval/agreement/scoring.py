@@ -220,7 +220,7 @@ def check_labels_per_class(what: str, yes: int, no: int, minimum: int | None, *,
     """Refuse (a DataError of one line) ``what`` resting on fewer than ``minimum`` labels of either class
     (None: MIN_LABELS_PER_CLASS); when a lower ``minimum`` lets fewer than the default through, a loud
     warning on stderr (``warn``; the check before scoring leaves it to the one after)."""
-    from offline_eval.run.thresholds import MIN_LABELS_PER_CLASS
+    from offline_eval.thresholds import MIN_LABELS_PER_CLASS
 
     required = MIN_LABELS_PER_CLASS if minimum is None else minimum
     if min(yes, no) < required:
@@ -342,18 +342,19 @@ def stored_calibration_data(run_dir: str | Path, labels_path: str | Path, metric
     (the run's run.json, the metric's stored values and the labels (1 yes, 0 no) of the labelled scored
     rows in the run's order, unscored counts, excluded counts). Several annotators' labels of a row are
     combined as ``offline-eval estimate`` combines them (the majority; an even split left out)."""
-    import json
-
     from offline_eval.estimate import combine_labels, read_run
     from offline_eval.labels import read_labels
+    from offline_eval.runlog import RUN_INFO, SUMMARY, RunLogError, is_finished, run_info
 
     run_dir = Path(run_dir)
     try:
-        info = json.loads((run_dir / "run.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        raise DataError("not a run folder of `offline-eval run` (no readable run.json)", source=str(run_dir)) from None
-    if not (run_dir / "summary.json").exists():
-        raise DataError("the run has not finished (no summary.json); rerun it to finish first", source=str(run_dir))
+        info = run_info(run_dir)
+    except (OSError, RunLogError):
+        info = None
+    if info is None:
+        raise DataError(f"not a run folder of `offline-eval run` (no readable {RUN_INFO})", source=str(run_dir))
+    if not is_finished(run_dir):
+        raise DataError(f"the run has not finished (no {SUMMARY}); rerun it to finish first", source=str(run_dir))
     run = read_run(run_dir)
     if metric_name not in run.metrics:
         raise DataError(f"the run did not score {metric_name} (its metrics: {', '.join(run.metrics)})",

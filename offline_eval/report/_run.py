@@ -1,12 +1,12 @@
 """Reading a run directory (``results.jsonl`` + ``summary.json``) written by ``offline-eval run``.
 
 Everything in a run directory is treated as untrusted: records may lack fields or carry values of
-the wrong type, and the readers here degrade to ``None`` rather than fail on them.
+the wrong type, and the readers here degrade to ``None`` rather than fail on them. A line of
+results.jsonl that is no result row is read as :mod:`offline_eval.runlog` reads it, as every reader does.
 """
 
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import dataclass, field, replace
 from html import escape
@@ -16,9 +16,7 @@ from typing import Any, Mapping
 from offline_eval.records import (
     MetricSummary, ResultRow, RunSummary, finite, metric_names, text_of,
 )
-
-RESULTS_FILE = "results.jsonl"
-SUMMARY_FILE = "summary.json"
+from offline_eval.runlog import RESULTS, SUMMARY, read_results, summary_dict
 
 
 def lower_is_better(metric: str, entry: MetricSummary | Mapping[str, Any] | None = None) -> bool:
@@ -63,42 +61,15 @@ def as_run_summary(summary: RunSummary | Mapping[str, Any]) -> RunSummary:
     return RunSummary.from_dict(summary if isinstance(summary.get("metrics"), Mapping) else {"metrics": summary})
 
 
-def _load_results(path: Path) -> list[ResultRow]:
-    records: list[ResultRow] = []
-    with path.open(encoding="utf-8") as fh:
-        for lineno, line in enumerate(fh, 1):
-            line = line.strip()
-            if not line:
-                continue
-            try:
-                rec = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise ValueError(f"{path}: line {lineno}: not valid JSON ({exc.msg})") from None
-            if not isinstance(rec, dict):
-                raise ValueError(f"{path}: line {lineno}: expected a JSON object")
-            records.append(ResultRow.from_dict(rec, len(records)))
-    return records
-
-
 def load_run(run_dir: str | Path) -> RunData:
     """Load ``run_dir``. ``summary.json`` is recomputed from the results when it is missing."""
     path = Path(run_dir)
     if not path.is_dir():
         raise FileNotFoundError(f"{path}: not a run directory")
-    results_path, summary_path = path / RESULTS_FILE, path / SUMMARY_FILE
-    if not results_path.exists() and not summary_path.exists():
-        raise FileNotFoundError(f"{path}: no {RESULTS_FILE} or {SUMMARY_FILE}; is this a run directory?")
-    results = _load_results(results_path) if results_path.exists() else []
-    if summary_path.exists():
-        try:
-            summary = json.loads(summary_path.read_text(encoding="utf-8"))
-        except json.JSONDecodeError as exc:
-            raise ValueError(f"{summary_path}: not valid JSON ({exc.msg})") from None
-        if not isinstance(summary, dict):
-            raise ValueError(f"{summary_path}: expected a JSON object")
-    else:
-        summary = {}
-    data = RunData(path, RunSummary.from_dict(summary), results)
+    if not (path / RESULTS).exists() and not (path / SUMMARY).exists():
+        raise FileNotFoundError(f"{path}: no {RESULTS} or {SUMMARY}; is this a run directory?")
+    results = list(read_results(path)) if (path / RESULTS).exists() else []
+    data = RunData(path, RunSummary.from_dict(summary_dict(path) or {}), results)
     if not data.metric_summaries and results:
         metrics = summarize_results(results, data.metric_names)
         data.summary = replace(data.summary, metrics=metrics, conversations=data.summary.conversations

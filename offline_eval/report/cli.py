@@ -52,7 +52,7 @@ def _gate(comparison: Any, max_unscored: float | None) -> int:
     """--fail-on-regression: 2 when the runs cannot be gated on (one line each: what is missing), else
     each metric's pairs, then 1 when a metric rests on too few of them or regressed."""
     from offline_eval.report.compare import gate_failures, gate_lines, gate_refusals, regression_failures
-    from offline_eval.run.thresholds import DEFAULT_MAX_UNSCORED
+    from offline_eval.thresholds import DEFAULT_MAX_UNSCORED
 
     refusals = gate_refusals(comparison)
     for line in refusals:
@@ -73,7 +73,7 @@ def _gate(comparison: Any, max_unscored: float | None) -> int:
 
 def register(subparsers: Any) -> None:
     """Add the ``report`` and ``compare`` subcommands to an argparse subparsers object."""
-    from offline_eval.run.thresholds import DEFAULT_MAX_UNSCORED, unscored_share
+    from offline_eval.thresholds import DEFAULT_MAX_UNSCORED, unscored_share
 
     p = subparsers.add_parser("report", help="write a self-contained HTML report of a run",
                               description="Write RUN_DIR/report.html: one self-contained file that "

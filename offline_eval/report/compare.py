@@ -27,8 +27,8 @@ from typing import IO, Mapping
 
 from offline_eval.records import finite
 from offline_eval.report._run import RunData, e, load_run, lower_is_better, text_of
-from offline_eval.run.folder import is_finished
-from offline_eval.run.thresholds import DEFAULT_MAX_UNSCORED
+from offline_eval.runlog import is_finished
+from offline_eval.thresholds import DEFAULT_MAX_UNSCORED
 
 __all__ = ["SampleDelta", "MetricComparison", "Comparison", "compare_runs", "regression_failures",
            "gate_refusals", "gate_failures", "gate_lines", "format_comparison", "print_comparison",

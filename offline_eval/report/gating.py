@@ -17,7 +17,7 @@ from typing import Any, Mapping
 from offline_eval.data.schema import printable
 from offline_eval.records import RunSummary
 from offline_eval.report._run import as_run_summary, lower_is_better
-from offline_eval.run.thresholds import DEFAULT_MAX_UNSCORED, ThresholdError, parse_thresholds
+from offline_eval.thresholds import DEFAULT_MAX_UNSCORED, ThresholdError, parse_thresholds
 
 __all__ = ["parse_thresholds", "check_thresholds", "gate_lines", "ThresholdError", "DEFAULT_MAX_UNSCORED"]
 

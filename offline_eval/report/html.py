@@ -30,11 +30,12 @@ from offline_eval.report.conversations import (
 )
 from offline_eval.report.evidence import evidence_html
 from offline_eval.report.shares import DEFAULT_LINE, decision_line
+from offline_eval.runlog import REPORT, write_atomic
 
 __all__ = ["write_report", "render_report", "write_retrieval_report", "render_retrieval_report",
            "page", "REPORT_FILE", "RETRIEVAL_REPORT_FILE"]
 
-REPORT_FILE = "report.html"
+REPORT_FILE = REPORT
 RETRIEVAL_REPORT_FILE = "retrieval_report.html"
 WORST_N = 10
 _SEARCH_CHARS = 4000
@@ -449,8 +450,6 @@ def write_report(run_dir: str | Path, output: str | Path | None = None) -> Path:
     data = load_run(run_dir)
     path = Path(output) if output is not None else data.path / REPORT_FILE
     path.parent.mkdir(parents=True, exist_ok=True)
-    from offline_eval.run.folder import write_atomic
-
     write_atomic(path, render_report(data))  # a full disk leaves the earlier report, not half of one
     return path
 

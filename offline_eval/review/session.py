@@ -32,9 +32,12 @@ from offline_eval.labels import (
     LABELS_FILE, Label, append_label, cohen_kappa, latest, questions_for_people, read_labels,
 )
 from offline_eval.records import ResultRow, StoredScore
-from offline_eval.run.folder import RESULTS, RUN_INFO, SUMMARY, write_atomic
+from offline_eval.runlog import (
+    RESULTS, REVIEW, RUN_INFO, SUMMARY, RunLogError, is_finished, read_review, read_row, result_lines, run_info,
+    summary_dict, write_atomic,
+)
 
-REVIEW_FILE = "review.json"
+REVIEW_FILE = REVIEW
 DEFAULT_SEED = 0
 WORDS = {"yes": True, "no": False, "unsure": None}
 # Metrics whose metadata lists the answer's own statements, each checked: (metric, where they are).
@@ -71,15 +74,15 @@ def _now() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="seconds").replace("+00:00", "Z")
 
 
-def _read_object(path: Path) -> dict[str, Any]:
+def _read_object(read: Any, folder: Path, name: str) -> dict[str, Any]:
+    """The folder's JSON file ``name`` as ``read`` (of :mod:`offline_eval.runlog`) gives it; a missing or
+    damaged one is a ReviewError naming it."""
     try:
-        value = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise ReviewError(f"{path}: missing") from None
-    except ValueError as exc:
-        raise ReviewError(f"{path}: not valid JSON ({exc})") from None
-    if not isinstance(value, dict):
-        raise ReviewError(f"{path}: expected a JSON object")
+        value = read(folder)
+    except RunLogError as exc:
+        raise ReviewError(str(exc)) from None
+    if value is None:
+        raise ReviewError(f"{folder / name}: missing")
     return value
 
 
@@ -151,15 +154,15 @@ class Review:
         self.folder = Path(folder)
         if not (self.folder / RESULTS).is_file():
             raise ReviewError(f"{self.folder}: no {RESULTS}; is this a folder written by `offline-eval run`?")
-        run_info = _read_object(self.folder / RUN_INFO)
-        self.fingerprint = str(run_info.get("fingerprint") or "")
-        self.questions = questions_for_people(run_info)  # a criterion of the run's own asks its own question
+        info = _read_object(run_info, self.folder, RUN_INFO)
+        self.fingerprint = str(info.get("fingerprint") or "")
+        self.questions = questions_for_people(info)  # a criterion of the run's own asks its own question
         if not self.fingerprint:
             raise ReviewError(f"{self.folder / RUN_INFO}: no fingerprint")
-        if not (self.folder / SUMMARY).is_file():
+        if not is_finished(self.folder):
             raise ReviewError(f"{self.folder}: the run has not finished (no {SUMMARY}); rerun the same "
                               "`offline-eval run` command to finish it, then review it")
-        run = _read_object(self.folder / SUMMARY).get("run")
+        run = _read_object(summary_dict, self.folder, SUMMARY).get("run")
         run_metrics = [str(m) for m in run.get("metrics") or []] if isinstance(run, dict) else []
         self.annotator = check_annotator(annotator) if annotator is not None else None
         self.labels_path = self.folder / LABELS_FILE
@@ -178,23 +181,13 @@ class Review:
     def _index(self) -> dict[str, tuple[int, frozenset[str]]]:
         """id -> (byte offset of its row, the metrics that scored it)."""
         rows: dict[str, tuple[int, frozenset[str]]] = {}
-        path = self.folder / RESULTS
-        with open(path, "rb") as handle:
-            offset = 0
-            for number, line in enumerate(handle, start=1):
-                start, offset = offset, offset + len(line)
-                if not line.strip():
-                    continue
-                try:
-                    row = ResultRow.from_dict(json.loads(line))
-                    key, scored = row.id, frozenset(m for m, s in row.scores.items() if s.scored)
-                except (ValueError, KeyError, TypeError, AttributeError):
-                    raise ReviewError(f"{path}: line {number}: not a result row") from None
-                if key in rows:
-                    raise ReviewError(f"{path}: line {number}: sample id {key!r} appears twice")
-                rows[key] = (start, scored)
+        try:
+            for line in result_lines(self.folder):
+                rows[line.row.id] = (line.offset, frozenset(m for m, s in line.row.scores.items() if s.scored))
+        except RunLogError as exc:
+            raise ReviewError(str(exc)) from None
         if not rows:
-            raise ReviewError(f"{path}: no samples")
+            raise ReviewError(f"{self.folder / RESULTS}: no samples")
         return rows
 
     def _order(self, ids: set[str], seed: int | None) -> tuple[int, list[str]]:
@@ -206,7 +199,7 @@ class Review:
             write_atomic(path, json.dumps({"seed": seed, "run": self.fingerprint, "created": _now(),
                                            "order": order}, ensure_ascii=False, indent=1))
             return seed, order
-        recorded = _read_object(path)
+        recorded = _read_object(read_review, self.folder, REVIEW)
         aside = f"move {REVIEW_FILE} and {LABELS_FILE} out of {self.folder} to start another review"
         if recorded.get("run") != self.fingerprint:
             raise ReviewError(f"{path}: made for another run (fingerprint {str(recorded.get('run'))[:8]}; "
@@ -240,9 +233,7 @@ class Review:
 
     def row(self, entry: Entry) -> dict[str, Any]:
         """The sample's line of results.jsonl, as written."""
-        with open(self.folder / RESULTS, "rb") as handle:
-            handle.seek(entry.offset)
-            return json.loads(handle.readline())
+        return read_row(self.folder, entry.offset)
 
     # -- labels -----------------------------------------------------------------------------------
     def labels(self) -> list[Label]:

@@ -34,7 +34,7 @@ from offline_eval.metrics.settings import EvalSettings, PromptBudget
 from offline_eval.records import ResultRow
 from offline_eval.run.folder import RunOutput
 from offline_eval.run.model_choice import ModelChoice
-from offline_eval.run.thresholds import parse_thresholds
+from offline_eval.thresholds import parse_thresholds
 
 STARTER_NOTE = ("starter profile: these scores only show that the pipeline runs; "
                 "use the cpu or gpu profile for real evaluations")

@@ -35,8 +35,14 @@ from typing import Any, Callable, Iterable, Iterator, Mapping
 
 from offline_eval.engine.locking import flock_exclusive
 from offline_eval.records import ResultRow, RunSummary, StoredScore
+from offline_eval.runlog import (
+    LOCK, REPORT, RESULTS, RUN_INFO, SUMMARY, ResultsAppender, RunLogError, cut_torn_results, is_finished, named_error,
+    read_results, result_lines, rewrite_results, run_info, summary_dict, write_atomic,
+)
 
-RESULTS, SUMMARY, RUN_INFO, REPORT, LOCK = "results.jsonl", "summary.json", "run.json", "report.html", ".lock"
+__all__ = ["RESULTS", "SUMMARY", "RUN_INFO", "REPORT", "LOCK", "EARLIER", "RUN_FILES", "RunFolder", "RunFolderError",
+           "RunOutput", "default_run_folder", "is_finished", "try_record", "write_atomic"]
+
 EARLIER = "earlier"
 # Files a run writes (and ``overwrite`` moves aside); nothing else in the folder is touched.
 RUN_FILES = (RESULTS, SUMMARY, RUN_INFO, REPORT, RESULTS + ".tmp")
@@ -53,53 +59,17 @@ class RunFolderError(RuntimeError):
     """The folder cannot take this run (in use, or holding another run); the message says what to do."""
 
 
-def is_finished(path: str | Path) -> bool:
-    """Whether the run folder at ``path`` holds a finished run: summary.json is written last, after
-    results.jsonl is whole (the check `offline-eval review` makes)."""
-    return (Path(path) / SUMMARY).is_file()
-
-
 def _now() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="seconds")
 
 
-def _read_json(path: Path) -> dict[str, Any] | None:
+def _read_or_none(read: Callable[[Path], dict[str, Any] | None], folder: Path) -> dict[str, Any] | None:
+    """What ``read`` gives of the folder, or None when its file is damaged: the folder's writer decides
+    from it only whether the files there are this run's, and a damaged one is not."""
     try:
-        value = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+        return read(folder)
+    except (OSError, RunLogError):
         return None
-    return value if isinstance(value, dict) else None
-
-
-def _named(exc: OSError, path: Path) -> OSError:
-    """``exc`` naming the file it failed on: a write or an fsync that fails (ENOSPC, EIO) names none."""
-    if exc.filename is not None:
-        return exc
-    named = OSError(exc.errno, exc.strerror or str(exc), str(path))
-    named.__cause__ = exc
-    return named
-
-
-def _remove(path: Path) -> None:
-    """Remove a temporary file a failed write left, if it can be (a read-only disk keeps it)."""
-    try:
-        path.unlink(missing_ok=True)
-    except OSError:
-        pass
-
-
-def write_atomic(path: Path, text: str) -> None:
-    """``path`` holds ``text`` whole or is left as it was: written beside it and renamed over it; a
-    failed write removes what it wrote and raises an OSError naming ``path``."""
-    tmp = path.with_name(path.name + ".tmp")
-    try:
-        tmp.write_text(text, encoding="utf-8")
-        tmp.replace(path)
-    except BaseException as exc:
-        _remove(tmp)
-        if isinstance(exc, OSError):
-            raise _named(exc, path)
-        raise
 
 
 @dataclass
@@ -122,15 +92,12 @@ class RunOutput:
 
     def rows(self) -> Iterator[dict[str, Any]]:
         """The result rows, streamed from results.jsonl in dataset order."""
-        with open(self.output_dir / RESULTS, encoding="utf-8") as handle:
-            for line in handle:
-                if line.strip():
-                    yield json.loads(line)
+        for line in result_lines(self.output_dir):
+            yield line.data
 
     def result_rows(self) -> Iterator[ResultRow]:
         """The result rows as records, streamed in dataset order."""
-        for row in self.rows():
-            yield ResultRow.from_dict(row)
+        return read_results(self.output_dir)
 
     @property
     def results(self) -> list[dict[str, Any]]:
@@ -192,7 +159,7 @@ class RunFolder:
                 handle.close()
             except OSError:  # what could not be flushed fails the close too; the lock is released
                 pass
-            raise _named(exc, self.path / LOCK)
+            raise named_error(exc, self.path / LOCK)
         self._lock_handle = handle
 
     def _locked_handle(self) -> Any:
@@ -237,11 +204,11 @@ class RunFolder:
         """
         if self._lock_handle is None:
             raise RuntimeError("RunFolder.open() needs the lock: use it as a context manager")
-        previous = _read_json(self.path / RUN_INFO)
+        previous = _read_or_none(run_info, self.path)
         present = [name for name in RUN_FILES if (self.path / name).exists()]
         self.earlier_tries = []
         if previous is not None and previous.get("fingerprint") == fingerprint:
-            self._drop_cut_line()
+            cut_torn_results(self.path)
             done = set(self._finished_ids())
             self.earlier_tries = self._tries_before(previous)
         elif present:
@@ -264,7 +231,7 @@ class RunFolder:
         one, as its summary.json recorded it when it finished, else (killed, interrupted) from its start
         to the last time results.jsonl was written."""
         tries = [t for t in previous.get("tries") or [] if isinstance(t, dict)]
-        last = (_read_json(self.path / SUMMARY) or {}).get("run")
+        last = (_read_or_none(summary_dict, self.path) or {}).get("run")
         if isinstance(last, dict) and last.get("fingerprint") == previous.get("fingerprint") \
                 and last.get("started") == previous.get("started") and last.get("finished"):
             return tries + [try_record(last)]
@@ -298,32 +265,11 @@ class RunFolder:
 
     # -- writing --------------------------------------------------------------------------------
     def append(self, rows: Iterable[dict[str, Any]]) -> None:
-        """Append finished rows to results.jsonl and make them durable before returning.
-
-        A write that fails or is interrupted (a full disk, Ctrl-C) cuts the file back to its length
-        before the call, so no torn line is left, and an OSError names the file. Cutting is safe: this
-        process holds the folder, and the rows cut are those of this call, scored again by the rerun."""
-        path = self.path / RESULTS
-        data = "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows).encode("utf-8")
-        start = None
-        try:
-            if self._sink is None:
-                self._sink = open(path, "ab", buffering=0)  # unbuffered: every byte written is accounted
-            fd = self._sink.fileno()
-            start = os.fstat(fd).st_size
-            view = memoryview(data)
-            while view:
-                view = view[os.write(fd, view):]
-            os.fsync(fd)
-        except BaseException as exc:
-            if start is not None:
-                try:
-                    os.ftruncate(fd, start)
-                except OSError:  # a disk gone read-only: the rerun cuts the torn line (_drop_cut_line)
-                    pass
-            if isinstance(exc, OSError):
-                raise _named(exc, path)
-            raise
+        """Append finished rows to results.jsonl and make them durable before returning
+        (:class:`offline_eval.runlog.ResultsAppender`: a failed write leaves no torn line)."""
+        if self._sink is None:
+            self._sink = ResultsAppender(self.path)
+        self._sink.append(rows)
 
     def finish(self, order: dict[str, int], names: list[str], run_info: dict[str, Any],
                annotate: Callable[[dict[str, Any]], dict[str, Any]] | None = None,
@@ -343,84 +289,28 @@ class RunFolder:
         results = self.path / RESULTS
         # (dataset position, byte offset, each metric's (value, reason)): statistics in dataset order
         index: list[tuple[int, int, tuple]] = []
-        seen: set[str] = set()
         if results.exists():
-            with open(results, "rb") as handle:
-                offset = 0
-                for line in handle:
-                    start, offset = offset, offset + len(line)
-                    try:
-                        row = json.loads(line)
-                        key = str(row["id"])
-                    except (ValueError, KeyError, TypeError):  # a line cut short by a kill
-                        continue
-                    if key in seen or key not in order:
-                        continue
-                    seen.add(key)
-                    scores = row.get("scores", {})
-                    index.append((order[key], start, tuple(_value_and_reason(scores.get(n)) for n in names),
-                                  (key, _conversation_of(row))))
+            for line in result_lines(self.path):
+                key = line.row.id
+                if key not in order:
+                    continue
+                scores = line.data.get("scores", {})
+                index.append((order[key], line.offset, tuple(_value_and_reason(scores.get(n)) for n in names),
+                              (key, _conversation_of(line.data))))
         index.sort(key=lambda entry: entry[0])
         values = {n: [entry[2][i][0] for entry in index] for i, n in enumerate(names)}
         reasons = {n: [entry[2][i][1] for entry in index] for i, n in enumerate(names)}
         summary = summarize(values, reasons, [entry[3] for entry in index]) if summarize else {"metrics": {}}
-        tmp = results.with_name(RESULTS + ".tmp")
-        try:
-            with open(tmp, "w", encoding="utf-8") as out:
-                if index:
-                    with open(results, "rb") as handle:
-                        for _, start, _, _ in index:
-                            handle.seek(start)
-                            row = json.loads(handle.readline())
-                            if annotate:
-                                row = annotate(row)
-                            out.write(json.dumps(row, ensure_ascii=False) + "\n")
-                out.flush()
-                os.fsync(out.fileno())
-            tmp.replace(results)
-        except BaseException as exc:  # results.jsonl is whole until the rename: the copy is removed
-            _remove(tmp)
-            if isinstance(exc, OSError):
-                raise _named(exc, results)
-            raise
+        rewrite_results(self.path, [entry[1] for entry in index], annotate)
         summary["run"] = {**run_info, "finished": _now(), "metrics": names, "n_samples": len(index)}
         write_atomic(self.path / SUMMARY, json.dumps(summary, indent=2, ensure_ascii=False, default=str))
         return summary, len(index)
 
-    def _drop_cut_line(self) -> None:
-        """A kill in the middle of a write leaves a line without its end: cut it off before appending."""
-        path = self.path / RESULTS
-        try:
-            with open(path, "rb+") as handle:
-                size = handle.seek(0, os.SEEK_END)
-                if size == 0:
-                    return
-                handle.seek(size - 1)
-                if handle.read(1) == b"\n":
-                    return
-                keep = size
-                while keep > 0:  # back to the last complete line
-                    step = min(keep, 1 << 16)
-                    handle.seek(keep - step)
-                    block = handle.read(step)
-                    cut = block.rfind(b"\n")
-                    if cut >= 0:
-                        keep = keep - step + cut + 1
-                        break
-                    keep -= step
-                handle.truncate(keep)
-        except FileNotFoundError:
-            return
-
     def _finished_ids(self) -> Iterator[str]:
         try:
-            with open(self.path / RESULTS, encoding="utf-8") as handle:
-                for line in handle:
-                    try:
-                        yield str(json.loads(line)["id"])
-                    except (ValueError, KeyError, TypeError):  # a line cut short by a kill
-                        continue
-        except OSError:
+            for line in result_lines(self.path):
+                yield line.row.id
+        except FileNotFoundError:
             return
 
 

@@ -27,7 +27,8 @@ from offline_eval.data.schema import Sample
 from offline_eval.engine.cache import ResultCache
 from offline_eval.engine.executor import Engine, ProgressFactory, Task
 from offline_eval.engine.models import Models
-from offline_eval.run.folder import RESULTS, RUN_INFO, SUMMARY, RunFolder, RunOutput
+from offline_eval.run.folder import RunFolder, RunOutput
+from offline_eval.runlog import RESULTS, RUN_INFO, SUMMARY
 from offline_eval.metrics.aggregate import Aggregate
 from offline_eval.metrics.base import Metric, Score, as_score, returns
 from offline_eval.metrics.base import start as start_metric

@@ -3,7 +3,8 @@ least a gated or fitted number must rest on (unscored rows, labels per class).
 
 Read where the run is configured (:class:`offline_eval.run.config.RunConfig`), which checks every name
 against the run's metrics before anything loads; :mod:`offline_eval.report.gating` checks a finished
-run's means against them.
+run's means against them. It sits below both (it imports nothing of the package), so the report does
+not import the runner's package for it.
 """
 
 from __future__ import annotations
