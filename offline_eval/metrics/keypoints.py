@@ -191,12 +191,14 @@ class KeypointMetric(Metric):
 
 class Completeness(KeypointMetric):
     name = "completeness"
+    question_for_people = "Does the answer cover every key point of the reference answer?"
     description = "share of the reference's key points the answer covers correctly (RAGEval)"
     label = "Relevant"
 
 
 class Hallucination(KeypointMetric):
     name = "hallucination"
+    question_for_people = "Does the answer contradict the reference answer anywhere?"
     higher_is_better = False
     description = "share of the reference's key points the answer contradicts (RAGEval)"
     label = "Wrong"

@@ -53,6 +53,7 @@ def share_of(verdicts: list[Verdict], settings: EvalSettings) -> float:
 
 class Faithfulness(SampleMetric):
     name = "faithfulness"
+    question_for_people = "Is everything the answer states supported by the retrieved contexts?"
     requires = ("answer", "contexts")
     roles = frozenset({"judge", "verifier"})
     description = "share of the answer's claims supported by the retrieved contexts"
@@ -98,6 +99,7 @@ class SentenceFaithfulness(Faithfulness):
 
 class HallucinationRate(Faithfulness):
     name = "hallucination_rate"
+    question_for_people = "Does the answer state anything the retrieved contexts do not support?"
     higher_is_better = False
     description = "share of the answer's claims with no support in the contexts (1 - faithfulness)"
 
@@ -111,6 +113,7 @@ class HallucinationRate(Faithfulness):
 # --- answer relevancy -----------------------------------------------------------------------------
 class AnswerRelevancy(SampleMetric):
     name = "answer_relevancy"
+    question_for_people = "Does the answer address the question?"
     requires = ("question", "answer")
     roles = frozenset({"judge", "embedder"})
     description = "mean cosine between the question and questions regenerated from the answer"
@@ -147,6 +150,7 @@ def _normalise(text: str) -> str:
 
 class ContextRelevance(SampleMetric):
     name = "context_relevance"
+    question_for_people = "Are the retrieved contexts relevant to the question?"
     requires = ("question", "contexts")
     roles = frozenset({"judge"})
     description = "share of context sentences the judge extracts as needed to answer the question"
@@ -175,6 +179,7 @@ class ContextRelevance(SampleMetric):
 
 class ContextRelevanceEmbedding(SampleMetric):
     name = "context_relevance_embedding"
+    question_for_people = "Are the retrieved contexts relevant to the question?"
     requires = ("question", "contexts")
     roles = frozenset({"embedder"})
     description = "mean cosine between the question and each retrieved context"
@@ -198,6 +203,7 @@ def average_precision(verdicts: list[bool]) -> float:
 
 class ContextPrecision(SampleMetric):
     name = "context_precision"
+    question_for_people = "Are the retrieved contexts that help reach the reference answer ranked first?"
     requires = ("question", "contexts", "ground_truth")
     roles = frozenset({"judge"})
     description = "are the chunks useful for the reference ranked first (average precision)"
@@ -246,6 +252,7 @@ class ContextPrecision(SampleMetric):
 
 class ContextUtilization(ContextPrecision):
     name = "context_utilization"
+    question_for_people = "Are the retrieved contexts that help reach the answer ranked first?"
     requires = ("question", "contexts", "answer")
     description = "context precision with the answer standing in for a reference"
     target_field = "answer"
@@ -254,6 +261,7 @@ class ContextUtilization(ContextPrecision):
 # --- context recall -------------------------------------------------------------------------------
 class ContextRecall(SampleMetric):
     name = "context_recall"
+    question_for_people = "Can everything the reference answer says be found in the retrieved contexts?"
     requires = ("contexts", "ground_truth")
     roles = frozenset({"judge", "verifier"})
     description = "share of the reference's sentences attributable to the contexts"
@@ -302,6 +310,7 @@ class ContextEntityRecall(SampleMetric):
 # --- answer similarity / correctness --------------------------------------------------------------
 class AnswerSimilarity(SampleMetric):
     name = "answer_similarity"
+    question_for_people = "Does the answer say the same as the reference answer?"
     requires = ("answer", "ground_truth")
     roles = frozenset({"embedder"})
     description = "cosine between the answer's and the reference's embeddings"
@@ -325,6 +334,7 @@ def f1_from_counts(tp: float, fp: float, fn: float) -> float:
 
 class AnswerCorrectness(SampleMetric):
     name = "answer_correctness"
+    question_for_people = "Is the answer correct, given the reference answer?"
     requires = ("question", "answer", "ground_truth")
     roles = frozenset({"judge", "verifier", "embedder"})
     description = "weighted claim-level F1 against the reference plus answer similarity"
