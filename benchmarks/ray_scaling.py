@@ -64,7 +64,7 @@ def main() -> int:
     samples = _samples(args.n)
     metrics, aggregate = resolve_metrics(METRICS)
     choice = ModelChoice(profile=profile, batch_size=args.batch_size)
-    settings = EvalSettings(verifier="hhem", max_tokens=args.max_tokens)
+    settings = EvalSettings(verifier="hhem", verifier_classifies=True, max_tokens=args.max_tokens)
     replica_counts = [int(x) for x in args.replicas.split(",")]
 
     t0 = time.perf_counter()

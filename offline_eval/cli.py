@@ -15,7 +15,6 @@ from __future__ import annotations
 import argparse
 import atexit
 import errno
-import importlib
 import logging
 import os
 import signal
@@ -30,6 +29,7 @@ from offline_eval.cli_models import (
     add_settings_arguments, apply_threads,
     open_cache, positive_int,
 )
+from offline_eval.imports import present_modules
 from offline_eval.options import HelpFormatter, add_field_arguments, boolean, items
 from offline_eval.thresholds import DEFAULT_MAX_UNSCORED, unscored_share
 
@@ -399,13 +399,7 @@ def build_parser() -> argparse.ArgumentParser:
     metrics.add_argument("--criteria", action="append", metavar="FILE.toml",
                          help="list the metrics of this criteria file too; repeatable")
     metrics.set_defaults(func=cmd_metrics)
-    for module_name in SUBCOMMAND_MODULES:
-        try:
-            module = importlib.import_module(module_name)
-        except ModuleNotFoundError as exc:
-            if exc.name == module_name:
-                continue
-            raise
+    for module in present_modules(SUBCOMMAND_MODULES):
         module.register(subparsers)
     return parser
 

@@ -2,7 +2,7 @@
 and expert labels on a few of them (docs/estimate.md).
 
 A run gives the judge's score ``f`` on all N scored rows; a labels file (:mod:`offline_eval.labels`) gives
-what people answered to the metric's question (``HUMAN_QUESTIONS``) on n of them. For each metric:
+what people answered to the metric's question (``Metric.question_for_people``) on n of them. For each metric:
 
 * ``judge_mean``: the mean of ``f`` over the N rows: what the judge says, on its own scale;
 * ``labels_only``: the share of yes among the n labelled rows, with its Wilson 95% interval;

@@ -28,33 +28,18 @@ from pathlib import Path
 from typing import Any, Iterable, Mapping
 
 from offline_eval.data.schema import DataError
+from offline_eval.metrics import metric_classes
 from offline_eval.runlog import LABELS
 
 LABELS_FILE = LABELS  # in a run folder (its name: offline_eval.runlog)
 
-# What a person is asked, per metric, in plain words (the review page shows it; a label keeps it).
-HUMAN_QUESTIONS: dict[str, str] = {
-    "faithfulness": "Is everything the answer states supported by the retrieved contexts?",
-    "faithfulness_sentences": "Is everything the answer states supported by the retrieved contexts?",
-    "hallucination_rate": "Does the answer state anything the retrieved contexts do not support?",
-    "answer_correctness": "Is the answer correct, given the reference answer?",
-    "answer_relevancy": "Does the answer address the question?",
-    "answer_similarity": "Does the answer say the same as the reference answer?",
-    "context_precision": "Are the retrieved contexts that help reach the reference answer ranked first?",
-    "context_utilization": "Are the retrieved contexts that help reach the answer ranked first?",
-    "context_recall": "Can everything the reference answer says be found in the retrieved contexts?",
-    "context_relevance": "Are the retrieved contexts relevant to the question?",
-    "context_relevance_embedding": "Are the retrieved contexts relevant to the question?",
-    "completeness": "Does the answer cover every key point of the reference answer?",
-    "hallucination": "Does the answer contradict the reference answer anywhere?",
-}
-
-
 
 def questions_for_people(run_info: Mapping[str, Any] | None = None) -> dict[str, str]:
-    """Each metric's question for people: :data:`HUMAN_QUESTIONS`, and for a run's criteria of its own
-    (recorded in its run.json, ``metric_options``) the criterion's own question."""
-    questions = dict(HUMAN_QUESTIONS)
+    """Each metric's question for people, as its class declares it (``Metric.question_for_people``; a
+    metric without one is not in the mapping), and for a run's criteria of its own (recorded in its
+    run.json, ``metric_options``) the criterion's own question."""
+    questions = {name: cls.question_for_people for name, cls in sorted(metric_classes().items())
+                 if cls.question_for_people}
     options = (run_info or {}).get("metric_options")
     for metric, config in (options.items() if isinstance(options, Mapping) else ()):
         criterion = config.get("criterion") if isinstance(config, Mapping) else None

@@ -108,7 +108,7 @@ def measure(manifest: Path, data: Path, device: str, batch_sizes: list[int], row
     backends = {role: lazy.get(role) for role in sorted(roles)}
     print(f"models loaded in {time.perf_counter() - started:.0f} s", file=sys.stderr, flush=True)
     samples = read_dataset(data)
-    settings = EvalSettings(verifier="hhem", max_tokens=max_tokens)
+    settings = EvalSettings(verifier="hhem", verifier_classifies=True, max_tokens=max_tokens)
     gpu = device.startswith("cuda")
     plan = [("batched", size, rows) for size in batch_sizes]
     plan += [("batched", batch_sizes[0], per_row_rows), ("per-row", batch_sizes[0], per_row_rows)]

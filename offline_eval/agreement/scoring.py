@@ -28,6 +28,7 @@ from offline_eval.metrics.settings import EvalSettings
 from offline_eval.options import flag_of
 from offline_eval.run.config import Run, RunConfig, build_run
 from offline_eval.run.model_choice import ModelChoice
+from offline_eval.runtime.registry import JUDGE_VERIFIES, backend_spec
 from offline_eval.stats import DEFAULT_RESAMPLES, DEFAULT_SEED
 
 DROP = "drop"
@@ -388,8 +389,13 @@ def _stored_settings(info: dict[str, Any], run_dir: Path) -> EvalSettings:
     if missing:
         raise DataError(f"run.json records no {', '.join(missing)} (an older offline-eval wrote it); calibrate by "
                         "scoring the labelled set again (--dataset)", source=str(run_dir))
-    names = {f.name for f in dataclasses.fields(EvalSettings)}
-    return EvalSettings(**{k: v for k, v in recorded.items() if k in names})
+    names = {f.name for f in dataclasses.fields(EvalSettings)} - {"verifier_classifies"}
+    verifier = recorded.get("verifier", JUDGE_VERIFIES)
+    try:
+        classifies = backend_spec("verifier", verifier).classifies_claims
+    except ValueError as exc:
+        raise DataError(f"run.json records {exc}", source=str(run_dir), field="settings.verifier") from None
+    return EvalSettings(**{k: v for k, v in recorded.items() if k in names}, verifier_classifies=classifies)
 
 
 def _calibrate_from_run(args: Any) -> tuple[Metric, dict[str, str], EvalSettings, list[float], list[float],

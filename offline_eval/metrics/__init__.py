@@ -1,6 +1,7 @@
-"""Every metric by name. The package's modules list their metric classes in ``METRICS``; a metric
-defined anywhere else registers itself with :func:`register_metric` when its module is imported
-(``offline-eval run --plugin MODULE_OR_FILE`` imports one for the command line)."""
+"""Every metric by name. A metric registers itself with :func:`register_metric` when its module is
+imported: the package's own in the modules of :data:`METRIC_MODULES` (the package's plugins, imported
+when the metrics are first asked for), any other in a plugin (``offline-eval run --plugin
+MODULE_OR_FILE`` imports one for the command line)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from pathlib import Path
 from typing import Any, Iterable, Mapping
 
 from offline_eval.data.schema import printable
+from offline_eval.imports import present_modules
 from offline_eval.metrics.aggregate import Aggregate
 from offline_eval.metrics.base import Metric, Score, option_names
 from offline_eval.records import MetricSummary
@@ -22,6 +24,7 @@ DEFAULT_METRICS = ("faithfulness", "answer_relevancy", "context_precision", "con
                    "answer_correctness")
 
 
+_BUILTIN: dict[str, type[Metric]] = {}  # the package's own, registered by the modules of METRIC_MODULES
 _REGISTERED: dict[str, type[Metric]] = {}
 
 
@@ -31,6 +34,9 @@ def register_metric(cls: type[Metric]) -> type[Metric]:
     package's own names cannot be taken."""
     if not (isinstance(cls, type) and issubclass(cls, Metric)) or not isinstance(getattr(cls, "name", None), str):
         raise TypeError("register_metric takes a Metric subclass with a name")
+    if cls.__module__ in METRIC_MODULES:
+        _BUILTIN[cls.name] = cls
+        return cls
     if cls.name in builtin_metric_classes() or cls.name in Aggregate.asked_by:
         raise ValueError(f"metric name {cls.name!r} is taken by offline-eval's own metrics; choose another")
     _REGISTERED[cls.name] = cls
@@ -66,19 +72,11 @@ def load_plugins(specs: Iterable[str]) -> None:
 
 
 def builtin_metric_classes() -> dict[str, type[Metric]]:
-    """The package's own metrics by name (those of ``METRIC_MODULES``), none registered by a plugin or
-    a criteria file."""
-    found: dict[str, type[Metric]] = {}
-    for module_name in METRIC_MODULES:
-        try:
-            module = importlib.import_module(module_name)
-        except ModuleNotFoundError as exc:
-            if exc.name == module_name:
-                continue
-            raise
-        for cls in getattr(module, "METRICS", []):
-            found[cls.name] = cls
-    return found
+    """The package's own metrics by name (those the modules of ``METRIC_MODULES`` register), none
+    registered by a plugin or a criteria file."""
+    for _ in present_modules(METRIC_MODULES):  # each registers its metrics as it is imported
+        pass
+    return dict(_BUILTIN)
 
 
 def metric_classes() -> dict[str, type[Metric]]:

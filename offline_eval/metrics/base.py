@@ -171,6 +171,7 @@ class Metric:
     values are not in [0, 1] (the aggregate puts every metric on one scale with :meth:`goodness`).
     ``evidence`` declares what its Score's metadata holds (:mod:`offline_eval.metrics.evidence`), which
     the report draws from; without it the report draws the metadata from its shape.
+    ``question_for_people``: what ``offline-eval review`` asks a person about a sample for this metric.
 
     ``Options``: a dataclass of the metric's own settings. Each field is a ``run`` flag
     ``--<name>-<field>`` (:func:`option_flag`; its ``metadata``: ``help``, ``metavar``, ``flag`` for
@@ -183,6 +184,9 @@ class Metric:
     requires: ClassVar[tuple[Need, ...]] = ()
     roles: ClassVar[frozenset[str]] = frozenset()  # subset of {"judge", "verifier", "embedder"}
     description: ClassVar[str] = ""
+    # what a person is asked about a sample, in plain words, to label this metric's verdict (the review
+    # page shows it; a label keeps it); None: the metric cannot be reviewed
+    question_for_people: ClassVar[str | None] = None
     higher_is_better: ClassVar[bool] = True
     # reads the question in the judge's prompts: a sample with a conversation gives it the question in that
     # conversation (EvalSettings.history); None: when ``requires`` names the question and ``roles`` the judge

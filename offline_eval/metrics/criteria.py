@@ -273,7 +273,7 @@ def criterion_metric(criterion: Criterion) -> type[CriterionMetric]:
         "name": criterion.metric_name, "criterion": criterion,
         "requires": tuple(FIELDS[f] for f in criterion.reads if f != "conversation"),
         "reads_question": "question" in criterion.reads,
-        "description": question if len(question) <= 120 else question[:119] + "…",
+        "description": question if len(question) <= 120 else question[:119] + "…", "question_for_people": question,
         "higher_is_better": criterion.higher_is_better, "__module__": __name__,
     })
 

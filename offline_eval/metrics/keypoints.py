@@ -28,6 +28,7 @@ from typing import Any, ClassVar, Generator
 
 from offline_eval import reasons
 from offline_eval.data.schema import Sample
+from offline_eval.metrics import register_metric
 from offline_eval.metrics.base import Metric, Score, ScoreGenerator
 from offline_eval.metrics.evidence import Checks
 from offline_eval.metrics.judging import JsonAsk, UnreadableAnswer, Verdicts, ask_json, unreadable_verdicts
@@ -189,25 +190,27 @@ class KeypointMetric(Metric):
                 f"of {total} key points")
 
 
+@register_metric
 class Completeness(KeypointMetric):
     name = "completeness"
+    question_for_people = "Does the answer cover every key point of the reference answer?"
     description = "share of the reference's key points the answer covers correctly (RAGEval)"
     label = "Relevant"
 
 
+@register_metric
 class Hallucination(KeypointMetric):
     name = "hallucination"
+    question_for_people = "Does the answer contradict the reference answer anywhere?"
     higher_is_better = False
     description = "share of the reference's key points the answer contradicts (RAGEval)"
     label = "Wrong"
 
 
+@register_metric
 class Irrelevance(KeypointMetric):
     # 1 - R/|K| - W/|K| == I/|K| exactly (the labels' probabilities sum to 1), without floating-point residue.
     name = "irrelevance"
     higher_is_better = False
     description = "share of key points neither covered nor contradicted: 1 - completeness - hallucination (RAGEval)"
     label = "Irrelevant"
-
-
-METRICS = [Completeness, Hallucination, Irrelevance]

@@ -13,6 +13,7 @@ import numpy as np
 
 from offline_eval import reasons
 from offline_eval.data.schema import Sample
+from offline_eval.metrics import register_metric
 from offline_eval.metrics.base import Metric, Score, ScoreGenerator
 from offline_eval.metrics.evidence import Checks, Columns, Texts
 from offline_eval.metrics.judging import (
@@ -51,8 +52,10 @@ def share_of(verdicts: list[Verdict], settings: EvalSettings) -> float:
     return float(np.mean([v.probability for v in verdicts]))
 
 
+@register_metric
 class Faithfulness(SampleMetric):
     name = "faithfulness"
+    question_for_people = "Is everything the answer states supported by the retrieved contexts?"
     requires = ("answer", "contexts")
     roles = frozenset({"judge", "verifier"})
     description = "share of the answer's claims supported by the retrieved contexts"
@@ -88,6 +91,7 @@ class Faithfulness(SampleMetric):
                                "mean_probability": mean_p})
 
 
+@register_metric
 class SentenceFaithfulness(Faithfulness):
     """Faithfulness whose claims are the answer's sentences: no claim-extraction stage."""
 
@@ -96,8 +100,10 @@ class SentenceFaithfulness(Faithfulness):
     claims_mode = "sentences"
 
 
+@register_metric
 class HallucinationRate(Faithfulness):
     name = "hallucination_rate"
+    question_for_people = "Does the answer state anything the retrieved contexts do not support?"
     higher_is_better = False
     description = "share of the answer's claims with no support in the contexts (1 - faithfulness)"
 
@@ -109,8 +115,10 @@ class HallucinationRate(Faithfulness):
 
 
 # --- answer relevancy -----------------------------------------------------------------------------
+@register_metric
 class AnswerRelevancy(SampleMetric):
     name = "answer_relevancy"
+    question_for_people = "Does the answer address the question?"
     requires = ("question", "answer")
     roles = frozenset({"judge", "embedder"})
     description = "mean cosine between the question and questions regenerated from the answer"
@@ -145,8 +153,10 @@ def _normalise(text: str) -> str:
     return re.sub(r"\s+", " ", text).strip().lower()
 
 
+@register_metric
 class ContextRelevance(SampleMetric):
     name = "context_relevance"
+    question_for_people = "Are the retrieved contexts relevant to the question?"
     requires = ("question", "contexts")
     roles = frozenset({"judge"})
     description = "share of context sentences the judge extracts as needed to answer the question"
@@ -173,8 +183,10 @@ class ContextRelevance(SampleMetric):
                      metadata={"sentences": kept, "not_in_context": invented, "n_sentences": len(sentences)})
 
 
+@register_metric
 class ContextRelevanceEmbedding(SampleMetric):
     name = "context_relevance_embedding"
+    question_for_people = "Are the retrieved contexts relevant to the question?"
     requires = ("question", "contexts")
     roles = frozenset({"embedder"})
     description = "mean cosine between the question and each retrieved context"
@@ -196,8 +208,10 @@ def average_precision(verdicts: list[bool]) -> float:
     return total / (hits + 1e-10)
 
 
+@register_metric
 class ContextPrecision(SampleMetric):
     name = "context_precision"
+    question_for_people = "Are the retrieved contexts that help reach the reference answer ranked first?"
     requires = ("question", "contexts", "ground_truth")
     roles = frozenset({"judge"})
     description = "are the chunks useful for the reference ranked first (average precision)"
@@ -244,16 +258,20 @@ class ContextPrecision(SampleMetric):
                      + "".join(f"; {n}" for n in notes), metadata={"verdicts": details})
 
 
+@register_metric
 class ContextUtilization(ContextPrecision):
     name = "context_utilization"
+    question_for_people = "Are the retrieved contexts that help reach the answer ranked first?"
     requires = ("question", "contexts", "answer")
     description = "context precision with the answer standing in for a reference"
     target_field = "answer"
 
 
 # --- context recall -------------------------------------------------------------------------------
+@register_metric
 class ContextRecall(SampleMetric):
     name = "context_recall"
+    question_for_people = "Can everything the reference answer says be found in the retrieved contexts?"
     requires = ("contexts", "ground_truth")
     roles = frozenset({"judge", "verifier"})
     description = "share of the reference's sentences attributable to the contexts"
@@ -276,6 +294,7 @@ class ContextRecall(SampleMetric):
 
 
 # --- context entity recall ------------------------------------------------------------------------
+@register_metric
 class ContextEntityRecall(SampleMetric):
     name = "context_entity_recall"
     requires = ("contexts", "ground_truth")
@@ -300,8 +319,10 @@ class ContextEntityRecall(SampleMetric):
 
 
 # --- answer similarity / correctness --------------------------------------------------------------
+@register_metric
 class AnswerSimilarity(SampleMetric):
     name = "answer_similarity"
+    question_for_people = "Does the answer say the same as the reference answer?"
     requires = ("answer", "ground_truth")
     roles = frozenset({"embedder"})
     description = "cosine between the answer's and the reference's embeddings"
@@ -323,8 +344,10 @@ def f1_from_counts(tp: float, fp: float, fn: float) -> float:
     return tp / (tp + 0.5 * (fp + fn)) if tp + fp + fn else 0.0
 
 
+@register_metric
 class AnswerCorrectness(SampleMetric):
     name = "answer_correctness"
+    question_for_people = "Is the answer correct, given the reference answer?"
     requires = ("question", "answer", "ground_truth")
     roles = frozenset({"judge", "verifier", "embedder"})
     description = "weighted claim-level F1 against the reference plus answer similarity"
@@ -379,6 +402,7 @@ def _rubric_text(rubric: dict[Any, str]) -> str:
     return "\n".join(f"score{int(k)}_description: {v}" for k, v in sorted(rubric.items(), key=lambda kv: int(kv[0])))
 
 
+@register_metric
 class RubricsScore(SampleMetric):
     name = "rubrics_score"
     requires = ("question", "answer")
@@ -420,6 +444,7 @@ def read_rubrics(path: Path) -> dict[str, dict[int, str]]:
 
 
 # --- noise sensitivity ----------------------------------------------------------------------------
+@register_metric
 class NoiseSensitivityRelevant(SampleMetric):
     name = "noise_sensitivity_relevant"
     requires = ("question", "answer", "contexts", "ground_truth")
@@ -456,13 +481,9 @@ class NoiseSensitivityRelevant(SampleMetric):
                                "relevant_chunks": [i for i, r in enumerate(relevant) if r]})
 
 
+@register_metric
 class NoiseSensitivityIrrelevant(NoiseSensitivityRelevant):
     name = "noise_sensitivity_irrelevant"
     description = ("share of the answer's claims that are wrong yet supported only by irrelevant retrieved "
                    "chunks")
     chunk_kind = "irrelevant"
-
-
-METRICS = [Faithfulness, SentenceFaithfulness, HallucinationRate, AnswerRelevancy, ContextRelevance, ContextRelevanceEmbedding,
-           ContextPrecision, ContextUtilization, ContextRecall, ContextEntityRecall, AnswerSimilarity,
-           AnswerCorrectness, RubricsScore, NoiseSensitivityRelevant, NoiseSensitivityIrrelevant]

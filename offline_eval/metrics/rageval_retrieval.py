@@ -36,6 +36,7 @@ from typing import Any, ClassVar, Literal
 
 from offline_eval import reasons
 from offline_eval.data.schema import Sample
+from offline_eval.metrics import register_metric
 from offline_eval.metrics.base import Metric, Score
 from offline_eval.text import (
     count_units,
@@ -236,6 +237,7 @@ def _language(sample: Sample, *texts: str) -> str:
     return detect_language(" ".join(t for t in texts if t))
 
 
+@register_metric
 class RetrievalRecall(Metric):
     """RAGEval retrieval recall over ``contexts`` against ``reference_contexts``."""
 
@@ -254,6 +256,7 @@ class RetrievalRecall(Metric):
                                             "recalled": round(value * len(refs))})
 
 
+@register_metric
 class RetrievalPrecision(Metric):
     """RAGEval retrieval precision of the first ``top_k`` ``contexts``."""
 
@@ -286,6 +289,7 @@ class RetrievalPrecision(Metric):
         return Score(value=value, metadata=metadata)
 
 
+@register_metric
 class EIR(Metric):
     """RAGEval effective information rate of ``contexts`` against ``reference_contexts``."""
 
@@ -308,6 +312,7 @@ class EIR(Metric):
                      metadata={"language": lang, "matched_units": matched, "total_units": total})
 
 
+@register_metric
 class RougeL(Metric):
     """ROUGE-L F-measure of ``answer`` against ``ground_truth`` (RAGEval's tokenisation)."""
 
@@ -326,6 +331,7 @@ class RougeL(Metric):
         return Score(value=rouge_l(answer, truth, lang), metadata={"language": lang})
 
 
+@register_metric
 class RetrievalPrecisionV1(RetrievalPrecision):
     """RAGEval's earlier precision code (commit 493e22a), kept to reproduce published numbers.
 
@@ -337,6 +343,3 @@ class RetrievalPrecisionV1(RetrievalPrecision):
     description: ClassVar[str] = ("RAGEval's earlier precision code (all references found -> 1.0), for "
                                   "reproducing published numbers")
     variant: ClassVar[PrecisionVariant] = "rageval_v1"
-
-
-METRICS = [RetrievalRecall, RetrievalPrecision, RetrievalPrecisionV1, EIR, RougeL]

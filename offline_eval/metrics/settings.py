@@ -10,15 +10,18 @@ a calibration is fitted for. Adding a setting is adding a field here and reading
 
 from __future__ import annotations
 
+import copy
 import dataclasses
-from dataclasses import asdict, dataclass, fields
+from dataclasses import dataclass, fields
 from typing import Any, Callable, Literal, Mapping
 
 from offline_eval.data.schema import Sample
 from offline_eval.engine.requests import Messages
 from offline_eval.options import named_numbers, non_negative_number, unit_fraction
-from offline_eval.runtime.registry import backend_spec
 from offline_eval.text import detect_language
+
+
+JUDGE = "judge"  # the verifier that is the judge itself (offline_eval.runtime.registry.JUDGE_VERIFIES)
 
 
 def setting(default: Any = dataclasses.MISSING, *, help: str, changes_values: bool = False,
@@ -45,7 +48,13 @@ class EvalSettings:
     language: Literal["en", "zh"] | None = setting(None, help="force the prompt language (default: per sample)")
     # who checks claims against contexts: "hhem" or "judge". The profile chooses it (a verifier model,
     # or none and the judge verifies), so it has no flag, TOML key or API keyword of its own.
-    verifier: str = dataclasses.field(default="judge", metadata={"option": False, "changes_values": True})
+    verifier: str = dataclasses.field(default=JUDGE, metadata={"option": False, "changes_values": True})
+    # whether that verifier checks each claim against its premise with a classifier of its own (one
+    # probability per pair, HHEM) rather than by asking the judge: a fact of the verifier's declaration,
+    # which the run's setup reads (offline_eval.run.config.build_run), so metrics need not look models up.
+    # ``verifier`` records it already, so no run records it twice.
+    verifier_classifies: bool | None = dataclasses.field(
+        default=None, metadata={"option": False, "recorded": False})
     verdicts: Literal["options", "generate"] = setting(
         "options", changes_values=True,
         help="judge verdicts as P(Yes) from log-probabilities (options) or as JSON with reasons (generate)")
@@ -129,6 +138,17 @@ class EvalSettings:
     prompt_budget: "PromptBudget | None" = dataclasses.field(
         default=None, compare=False, repr=False, metadata={"option": False, "recorded": False})
 
+    def __post_init__(self) -> None:
+        if self.verifier_classifies is None:
+            if self.verifier != JUDGE:
+                raise ValueError(f"EvalSettings(verifier={self.verifier!r}) needs verifier_classifies=True or False: "
+                                 "whether that verifier checks claims with a classifier of its own (its "
+                                 "declaration's classifies_claims, which a run's setup reads)")
+            self.verifier_classifies = False
+        elif self.verifier == JUDGE and self.verifier_classifies:
+            raise ValueError("EvalSettings(verifier='judge') cannot have verifier_classifies=True: the judge checks "
+                             "claims by being asked, not with a classifier")
+
     @classmethod
     def option_fields(cls) -> dict[str, dataclasses.Field]:
         """The settings a flag, a TOML key or an API keyword sets, by that name (``verifier`` is chosen
@@ -148,15 +168,17 @@ class EvalSettings:
                      and not (recorded_always and f.metadata.get("recorded_unless_default")))
 
     @classmethod
-    def from_options(cls, verifier: str = "judge", **options: Any) -> "EvalSettings":
+    def from_options(cls, verifier: str = JUDGE, verifier_classifies: bool | None = None,
+                     **options: Any) -> "EvalSettings":
         """Settings from options named as :meth:`option_names` (or by their field's name; ``None``
-        keeps a default), as the CLI's flags and the Python API's keywords give them. An unknown name
-        raises TypeError listing the known ones."""
+        keeps a default), as the CLI's flags and the Python API's keywords give them, for ``verifier``
+        (and whether it classifies claims, required for a verifier other than the judge). An unknown
+        name raises TypeError listing the known ones."""
         by_name = {**{f.name: f for f in cls.option_fields().values()}, **cls.option_fields()}
         unknown = sorted(k for k in options if k not in by_name)
         if unknown:
             raise TypeError(f"unknown option(s) {', '.join(unknown)}; known: {', '.join(cls.option_names())}")
-        settings = cls(verifier=verifier)
+        settings = cls(verifier=verifier, verifier_classifies=verifier_classifies)
         for key, value in options.items():
             if value is not None:
                 setattr(settings, by_name[key].name, dict(value) if isinstance(value, Mapping) else value)
@@ -173,7 +195,7 @@ class EvalSettings:
     def claims_checked_by_classifier(self) -> bool:
         """Whether ``verifier`` checks each claim against its premise with a classifier of its own (one
         probability per pair, HHEM) rather than by asking the judge (what its declaration says)."""
-        return backend_spec("verifier", self.verifier).classifies_claims
+        return bool(self.verifier_classifies)
 
     def fingerprint(self) -> dict[str, Any]:
         """Every setting by its field's name (run.json records it; it enters the run's fingerprint), but
@@ -190,10 +212,10 @@ class EvalSettings:
 
     def _data(self) -> dict[str, Any]:
         """The settings as plain values, without those no run records (the judge's prompt budget: it
-        cuts only contexts no prompt could hold, which were unscored before)."""
-        unrecorded = {f.name: None for f in fields(self) if f.metadata.get("recorded") is False}
-        data = asdict(dataclasses.replace(self, **unrecorded))
-        return {k: v for k, v in data.items() if k not in unrecorded}
+        cuts only contexts no prompt could hold, which were unscored before; whether the verifier
+        classifies claims, which ``verifier`` records)."""
+        return {f.name: copy.deepcopy(getattr(self, f.name)) for f in fields(self)
+                if f.metadata.get("recorded") is not False}
 
 
 # Tokens of a chat prompt's scaffolding (role markers, a template's default system prompt) that the

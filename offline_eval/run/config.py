@@ -201,6 +201,7 @@ def build_run(config: RunConfig, *, models: Models | None = None) -> Run:
                          "not models added by hand")
     profile = models.profile
     settings = EvalSettings.from_options(verifier=profile.claims_checked_by,
+                                         verifier_classifies=profile.verifier.declaration.classifies_claims,
                                          **{k: v for k, v in config.options.items() if k not in own})
     settings.prompt_budget = _prompt_budget(profile) if models.has("judge") else None
     # a run of model-free metrics involves none of the profile's models: it is no starter run

@@ -231,7 +231,7 @@ def test_a_5mb_context_is_checked_by_the_classifier_in_passages_like_the_claim()
             return super().classify(requests)
 
     verifier = Counting([{"premise": NEEDLE, "hypothesis": NEEDLE, "probability": 0.95}], default=0.1)
-    settings = EvalSettings(verifier="hhem")
+    settings = EvalSettings(verifier="hhem", verifier_classifies=True)
     started = time.perf_counter()
     result = score(Faithfulness(), sample, models(verifier=verifier), settings)
     elapsed = time.perf_counter() - started

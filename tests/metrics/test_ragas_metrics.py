@@ -66,7 +66,7 @@ def test_faithfulness_with_hhem_cites_the_supporting_chunk():
     judge = ScriptedJudge(script={"generate": [claims_rule("Break the answer", CLAIMS)]})
     verifier = ScriptedVerifier(rules=[{"premise": "capital", "hypothesis": "capital", "probability": 0.97}],
                                 default=0.02)
-    result = score(Faithfulness(), SAMPLE, models(judge, verifier), ragas(verifier="hhem"))
+    result = score(Faithfulness(), SAMPLE, models(judge, verifier), ragas(verifier="hhem", verifier_classifies=True))
     assert result.value == pytest.approx(0.5)
     assert result.metadata["claims"][0]["chunk"] == 0
     assert result.metadata["claims"][1]["chunk"] is None
@@ -199,7 +199,7 @@ def test_context_recall_reads_a_fragment_reference_as_the_answer_to_the_question
     assert result.value == 1.0 and result.metadata["claims"][0]["chunk"] == 1
     # HHEM takes (premise, hypothesis) pairs only: the sentence itself, against each chunk.
     verifier = ScriptedVerifier(rules=[{"premise": "1889", "hypothesis": "1889", "probability": 0.9}], default=0.1)
-    hhem = score(ContextRecall(), sample, models(None, verifier), ragas(verifier="hhem"))
+    hhem = score(ContextRecall(), sample, models(None, verifier), ragas(verifier="hhem", verifier_classifies=True))
     assert hhem.value == 1.0 and hhem.metadata["claims"][0]["chunk"] == 1
 
 
@@ -288,7 +288,7 @@ def test_noise_sensitivity_relevant_and_irrelevant():
         {"premise": "Blackpool", "hypothesis": "1899", "probability": 0.8}], default=0.05)
     judge = ScriptedJudge(script={"generate": [claims_rule("Answer: The Eiffel Tower is in Paris. It opened in 1899", a),
                                                claims_rule("Answer: The Eiffel Tower is in Paris. It opened in 1889", g)]})
-    settings = ragas(verifier="hhem")
+    settings = ragas(verifier="hhem", verifier_classifies=True)
     relevant = score(NoiseSensitivityRelevant(), sample, models(judge, verifier), settings)
     irrelevant = score(NoiseSensitivityIrrelevant(), sample, models(judge, verifier), settings)
     # Claim 2 is wrong (not in the reference) and supported only by chunk 2, which supports no

@@ -8,6 +8,8 @@ that only look down.
 - The library layers (``run``, ``engine``, ``metrics``, ``runtime``) import nothing from a command
   package (``agreement``, ``cli*``, ``report``) at module level, and importing the run path and the API
   brings none of those in, not even through another module.
+- ``metrics`` imports nothing from ``runtime``, not even lazily: what a metric needs to know about the
+  models reaches it in its settings, resolved by the run's setup.
 - No module imports itself back through other modules: every import counts, a lazy one inside a function
   (or under ``TYPE_CHECKING``) too, since a loop that only runs late is still a loop in the design.
 """
@@ -252,3 +254,29 @@ def test_the_loop_check_sees_a_lazy_loop_through_a_package() -> None:
     loops = import_loops(graph)
     assert len(loops) == 1 and set(loops[0]) == known - {"offline_eval"}, loops
     assert "offline_eval.records (line 2) -> offline_eval.metrics" in described(loops[0], graph)
+
+
+def within(module: str, package: str) -> bool:
+    return module == package or module.startswith(package + ".")
+
+
+def imports_between(importers: str, imported: str) -> list[str]:
+    """Every import, wherever it stands, of a module of package ``imported`` by a module of package
+    ``importers`` (dotted names), as ``file:line imports module``."""
+    found = modules()
+    return [f"{path.relative_to(PACKAGE.parent)}:{line} imports {target}"
+            for module, (path, tree) in found.items() if within(module, importers)
+            for target, line in imports_of(module, path, tree, set(found)).items() if within(target, imported)]
+
+
+def test_metrics_import_nothing_from_runtime() -> None:
+    found = imports_between("offline_eval.metrics", "offline_eval.runtime")
+    assert not found, "metrics reach into runtime (resolve it into their settings instead):\n" + "\n".join(found)
+
+
+def test_the_layer_check_sees_a_lazy_import() -> None:
+    """The check above is no vacuous pass: it finds a lazy import of runtime by a metric module."""
+    known = {"offline_eval.metrics.settings", "offline_eval.runtime.registry", "offline_eval.runtime"}
+    tree = ast.parse("def f():\n    from offline_eval.runtime.registry import backend_spec\n")
+    assert imports_of("offline_eval.metrics.settings", PACKAGE / "metrics" / "settings.py", tree, known) \
+        == {"offline_eval.runtime.registry": 2}

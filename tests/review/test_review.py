@@ -24,8 +24,14 @@ from typing import Any, Iterator
 
 import pytest
 
+import offline_eval.metrics
 from offline_eval.cli import main
-from offline_eval.labels import HUMAN_QUESTIONS, LABELS_FILE, Label, append_label, cohen_kappa, latest, read_labels
+from offline_eval.labels import (
+    LABELS_FILE, Label, append_label, cohen_kappa, latest, questions_for_people, read_labels,
+)
+from offline_eval.metrics import Metric, register_metric
+from offline_eval.metrics.criteria import criteria_from_tables, criterion_metric
+from offline_eval.metrics.ragas import Faithfulness
 from offline_eval.review.server import ReviewServer
 from offline_eval.review.session import REVIEW_FILE, Review, ReviewError, seeded_order
 
@@ -180,7 +186,7 @@ def test_keyboard_labels_go_to_the_file_and_a_reload_or_a_restart_resumes(browse
         assert [(l.id, l.metric, l.word) for l in labels] == [s + (w,) for s, w in zip(plan, ["yes", "no", "unsure"])]
         for label in labels:
             assert label.annotator == "alice" and label.run == FINGERPRINT
-            assert label.question == HUMAN_QUESTIONS[label.metric]
+            assert label.question == questions_for_people()[label.metric]
             assert recorded["order"][label.order] == label.id  # its place in the seeded order
         faithful = sum(1 for l in labels if l.metric == "faithfulness")
         assert f"faithfulness: {faithful} of 11 labelled" in tab.text("#progress")
@@ -439,6 +445,28 @@ def test_folders_and_metrics_that_cannot_be_reviewed_are_one_line_exit_2(tmp_pat
     assert "the run has not finished (no summary.json)" in capsys.readouterr().err
     assert main(["review", str(tmp_path / "nothing")]) == 2
     assert "no results.jsonl" in capsys.readouterr().err
+
+
+def test_a_metric_class_carries_its_question_for_people(monkeypatch):
+    """A plugin's metric is asked about as the package's own are: by the question its class declares;
+    one that declares none cannot be reviewed."""
+    monkeypatch.setattr(offline_eval.metrics, "_REGISTERED", {})
+
+    @register_metric
+    class Polite(Metric):
+        name = "plugin_polite"
+        question_for_people = "Is the answer polite?"
+
+    @register_metric
+    class Unasked(Metric):
+        name = "plugin_unasked"
+
+    questions = questions_for_people()
+    assert questions["plugin_polite"] == "Is the answer polite?" and "plugin_unasked" not in questions
+    assert questions["faithfulness"] == Faithfulness.question_for_people
+    [criterion] = criteria_from_tables({"tone": {"question": "Is the tone professional?", "reads": ["answer"]}},
+                                       "criteria.toml")
+    assert criterion_metric(criterion).question_for_people == "Is the tone professional?"
 
 
 def test_a_torn_last_line_is_cut_before_the_next_label(tmp_path):

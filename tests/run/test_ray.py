@@ -50,7 +50,7 @@ def _setup(tiny_profile):
 
     metrics, aggregate = resolve_metrics(METRICS)
     choice = ModelChoice(profile=str(tiny_profile), batch_size=BATCH)
-    return metrics, aggregate, choice, EvalSettings(verifier="hhem", max_tokens=MAX_TOKENS)
+    return metrics, aggregate, choice, EvalSettings(verifier="hhem", verifier_classifies=True, max_tokens=MAX_TOKENS)
 
 
 def _models(choice, metrics):

@@ -14,7 +14,9 @@ import pytest
 import offline_eval
 from offline_eval.cli_models import add_model_arguments
 from offline_eval.engine.requests import Classify, Embed, Generate, Request, ScoreOptions
-from offline_eval.metrics.settings import EvalSettings
+from offline_eval.metrics.settings import JUDGE, EvalSettings
+from offline_eval.run.config import RunConfig, build_run
+from offline_eval.run.model_choice import ModelChoice
 from offline_eval.runtime.base import Backend, Embedder, JudgeBackend, Verifier
 from offline_eval.runtime.hashing_embedder import HashingEmbedder
 from offline_eval.runtime.profiles import ROLES, load_profile
@@ -163,10 +165,26 @@ def test_each_request_names_the_backend_method_that_answers_it() -> None:
         assert issubclass(cls, Request) and hasattr(contract[cls.role], cls.backend_method)
 
 
-def test_claims_checked_by_classifier_is_the_verifier_declaration() -> None:
-    assert EvalSettings(verifier="hhem").claims_checked_by_classifier
-    assert not EvalSettings(verifier=JUDGE_VERIFIES).claims_checked_by_classifier
+def test_claims_checked_by_classifier_is_the_verifier_declaration(tmp_path: Path) -> None:
+    """The run's setup reads it from the verifier's declaration, so metrics look up no backend."""
+    manifest = tmp_path / "doubles.toml"
+    manifest.write_text('[judge]\nbackend = "scripted"\n[verifier]\nbackend = "scripted"\n'
+                        '[embedder]\nbackend = "hashing"\n', encoding="utf-8")
+    classified = build_run(RunConfig(metrics=["faithfulness"], models=ModelChoice(profile=str(manifest))))
+    assert classified.settings.verifier == "hhem" and classified.settings.claims_checked_by_classifier
+    judged = build_run(RunConfig(metrics=["faithfulness"],
+                                 models=ModelChoice(profile=str(manifest), verifier=JUDGE_VERIFIES)))
+    assert judged.settings.verifier == JUDGE_VERIFIES and not judged.settings.claims_checked_by_classifier
     assert not EvalSettings().claims_checked_by_classifier
+    assert classified.settings.fingerprint() == EvalSettings(verifier="hhem", verifier_classifies=False).fingerprint()
+
+
+def test_settings_of_a_verifier_not_the_judge_say_whether_it_classifies() -> None:
+    with pytest.raises(ValueError, match="verifier_classifies"):
+        EvalSettings(verifier="hhem")
+    with pytest.raises(ValueError, match="verifier_classifies"):
+        EvalSettings(verifier=JUDGE_VERIFIES, verifier_classifies=True)
+    assert JUDGE_VERIFIES == JUDGE  # the settings name the judge as the registry does
 
 
 def test_settings_record_a_stand_in_as_the_backend_it_stands_in_for(tmp_path: Path) -> None:
