@@ -53,6 +53,43 @@ def add_model_arguments(group: argparse._ArgumentGroup, *, verifier: bool = True
                             "The choice is recorded in run.json (default: auto)")
 
 
+def model_choice_from_args(args: argparse.Namespace) -> Any:
+    """The :class:`~offline_eval.run.model_choice.ModelChoice` of a command's parsed flags; a command
+    without some of the model flags (``retrieval`` has no --device) leaves those unset."""
+    from dataclasses import fields
+
+    from offline_eval.run.model_choice import ModelChoice
+
+    values = {f.name: getattr(args, f.name) for f in fields(ModelChoice)
+              if f.name != "verify" and hasattr(args, f.name)}
+    return ModelChoice(**values, verify=not getattr(args, "no_verify", False))
+
+
+def run_config_from_args(args: argparse.Namespace) -> Any:
+    """The :class:`~offline_eval.run.config.RunConfig` of a command's parsed flags (``run``, with its
+    --config TOML merged in first, ``agreement``, ``retrieval --answer``): each reads the flags it has;
+    the run's configuration never sees the Namespace."""
+    from offline_eval.run.config import RayOptions, RunConfig, known_options
+    from offline_eval.thresholds import parse_thresholds
+
+    options = {name: getattr(args, name) for name in known_options() if hasattr(args, name)}
+    fail_under = getattr(args, "fail_under", None)
+    if isinstance(fail_under, str):
+        fail_under = parse_thresholds(fail_under)
+    ray = None
+    if getattr(args, "engine", None) == "ray":
+        ray = RayOptions(address=args.ray_address, replicas=args.replicas or 2,
+                         gpus_per_replica=args.gpus_per_replica or 0, node_cache=args.ray_node_cache)
+    metrics = getattr(args, "metrics", None)
+    return RunConfig(metrics=[metrics] if isinstance(metrics, str) else metrics,
+                     plugins=list(getattr(args, "plugin", None) or []),
+                     criteria=list(getattr(args, "criteria", None) or []), models=model_choice_from_args(args),
+                     options=options, calibration_files=[Path(p) for p in getattr(args, "calibration", None) or []],
+                     calibrate=not getattr(args, "no_calibration", False), fail_under=fail_under or {},
+                     max_unscored=getattr(args, "max_unscored", None), window=getattr(args, "window", None),
+                     per_row=getattr(args, "per_row", False), overwrite=getattr(args, "overwrite", False), ray=ray)
+
+
 def device_name(text: str) -> str:
     """argparse type of --device (:func:`offline_eval.runtime.devices.device_problem`)."""
     from offline_eval.runtime.devices import device_problem
@@ -145,7 +182,7 @@ class DeferredCache:
 def add_settings_arguments(group: argparse._ArgumentGroup, *, aggregate: bool = True) -> None:
     """A flag for every judging setting, made from its declaration in
     :class:`~offline_eval.metrics.settings.EvalSettings`: ``--<name>``, dest ``<name>`` (also its TOML
-    key and API keyword; :class:`offline_eval.run.config.RunConfig` reads them by that name).
+    key and API keyword; :func:`run_config_from_args` reads them by that name).
     ``aggregate`` False: a command that scores one metric has none for what only the aggregate reads."""
     from offline_eval.metrics.settings import EvalSettings
 
