@@ -220,8 +220,8 @@ def _ray(engine: str, address: str | None, replicas: int | None, gpus_per_replic
         if given:
             raise ValueError(f"{', '.join(given)} only with engine='ray'")
         return None
-    return RayOptions(address=address, replicas=replicas or 2, gpus_per_replica=gpus_per_replica or 0,
-                      node_cache=node_cache)
+    return RayOptions.given(address=address, replicas=replicas, gpus_per_replica=gpus_per_replica,
+                            node_cache=node_cache)
 
 
 def compare(a: EvalResult | str | Path, b: EvalResult | str | Path, *, by: str = "sample") -> Any:

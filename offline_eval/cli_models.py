@@ -78,8 +78,8 @@ def run_config_from_args(args: argparse.Namespace) -> Any:
         fail_under = parse_thresholds(fail_under)
     ray = None
     if getattr(args, "engine", None) == "ray":
-        ray = RayOptions(address=args.ray_address, replicas=args.replicas or 2,
-                         gpus_per_replica=args.gpus_per_replica or 0, node_cache=args.ray_node_cache)
+        ray = RayOptions.given(address=args.ray_address, replicas=args.replicas,
+                               gpus_per_replica=args.gpus_per_replica, node_cache=args.ray_node_cache)
     metrics = getattr(args, "metrics", None)
     return RunConfig(metrics=[metrics] if isinstance(metrics, str) else metrics,
                      plugins=list(getattr(args, "plugin", None) or []),

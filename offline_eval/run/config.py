@@ -66,6 +66,12 @@ class RayOptions:
     gpus_per_replica: float = 0
     node_cache: str | None = None
 
+    @classmethod
+    def given(cls, **settings: Any) -> "RayOptions":
+        """The settings given (``--engine ray``'s flags, the API's keywords); one left None keeps its
+        default."""
+        return cls(**{name: value for name, value in settings.items() if value is not None})
+
 
 @dataclass
 class RunConfig:
