@@ -10,11 +10,15 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from offline_eval.engine.cache_location import DEFAULT_CACHE, cache_path
 from offline_eval.options import add_field_arguments, positive_int
 from offline_eval.runtime.registry import backend_names
+
+if TYPE_CHECKING:  # the annotations only: the run's modules load when a command runs
+    from offline_eval.run.config import RunConfig
+    from offline_eval.run.model_choice import ModelChoice
 
 
 def add_model_arguments(group: argparse._ArgumentGroup, *, verifier: bool = True, embedder: bool = True,
@@ -53,7 +57,7 @@ def add_model_arguments(group: argparse._ArgumentGroup, *, verifier: bool = True
                             "The choice is recorded in run.json (default: auto)")
 
 
-def model_choice_from_args(args: argparse.Namespace) -> Any:
+def model_choice_from_args(args: argparse.Namespace) -> ModelChoice:
     """The :class:`~offline_eval.run.model_choice.ModelChoice` of a command's parsed flags; a command
     without some of the model flags (``retrieval`` has no --device) leaves those unset."""
     from dataclasses import fields
@@ -65,7 +69,7 @@ def model_choice_from_args(args: argparse.Namespace) -> Any:
     return ModelChoice(**values, verify=not getattr(args, "no_verify", False))
 
 
-def run_config_from_args(args: argparse.Namespace) -> Any:
+def run_config_from_args(args: argparse.Namespace) -> RunConfig:
     """The :class:`~offline_eval.run.config.RunConfig` of a command's parsed flags (``run``, with its
     --config TOML merged in first, ``agreement``, ``retrieval --answer``): each reads the flags it has;
     the run's configuration never sees the Namespace."""
