@@ -186,10 +186,10 @@ def evaluate(data: Any, metrics: Iterable[Any] | None = None, *, models: Models 
                        options=options, calibrate=calibrations, fail_under=_gates(fail_under),
                        max_unscored=max_unscored, window=window, overwrite=overwrite,
                        ray=_ray(engine, ray_address, replicas, gpus_per_replica, ray_node_cache))
+    samples = _samples(data, mapping, limit)  # read first, then built, as `offline-eval run` does
     run = build_run(config, models=models)
     if run.starter:  # what the command line prints before a starter run: a notebook shows a warning
         warnings.warn(run.info["note"], UserWarning, stacklevel=2)
-    samples = _samples(data, mapping, limit)
     info = {"dataset": str(data) if isinstance(data, (str, Path)) else type(data).__name__, "api": True}
     with ResultCache(cache_path() if cache is True else Path(cache) if cache else None) as store, \
             tempfile.TemporaryDirectory(prefix="offline-eval-") as tmp:
