@@ -309,3 +309,17 @@ def test_the_api_takes_the_ray_engine_s_settings_as_the_command_line_does():
         offline_eval.evaluate([{"id": "a", "answer": "x"}], ["rouge_l"], replicas=2, cache=False)
     with pytest.raises(ValueError, match="engine='spark'"):
         offline_eval.evaluate([{"id": "a", "answer": "x"}], ["rouge_l"], engine="spark", cache=False)
+
+
+def test_a_bad_row_is_named_before_a_bad_gate_through_the_api_as_through_the_cli(tmp_path, capsys):
+    """The API reads its data before it builds the run, as `offline-eval run` does: data with a bad row
+    and a gate on a metric the run lacks name the row through either."""
+    data = tmp_path / "bad.jsonl"
+    data.write_text('{"id": "a", "answer": "x"}\n[1]\n', encoding="utf-8")
+    assert main(["run", "--dataset", str(data), "--metrics", "rouge_l", "--fail-under", "faithfulness=0.5",
+                 "--no-cache", "--quiet", "--no-report", "--output", str(tmp_path / "cli")]) == 2
+    assert "row 2: expected a JSON object per row" in capsys.readouterr().err
+    from offline_eval.data.schema import DataError
+
+    with pytest.raises(DataError, match="row 2: expected a JSON object per row"):
+        offline_eval.evaluate(str(data), ["rouge_l"], fail_under={"faithfulness": 0.5}, cache=False)
