@@ -8,8 +8,10 @@
     result.summary["metrics"]["faithfulness"]["mean"]
     result.save("runs/today")                                 # the folder `offline-eval run` writes
 
-It runs exactly what ``offline-eval run`` runs (same readers and field aliases, same settings, same
-engine, cache and calibrations), so the same data gives the same scores through either.
+It runs exactly what ``offline-eval run`` runs, through the same function
+(:func:`offline_eval.run.execute.run_dataset`: same readers and field aliases, same settings, plugins,
+engine (in this process or on Ray), cache, calibrations and gates), so the same data gives the same
+results through either.
 """
 
 from __future__ import annotations
@@ -25,7 +27,8 @@ from typing import Any, Iterable, Mapping
 from offline_eval.data.schema import DataError, Sample
 from offline_eval.engine.models import Models
 from offline_eval.records import ResultRow, RunSummary
-from offline_eval.run.config import RunConfig, build_run, configure_models
+from offline_eval.run.config import RayOptions, RunConfig, build_run, configure_models
+from offline_eval.run.execute import run_dataset
 from offline_eval.run.model_choice import ModelChoice
 
 __all__ = ["Models", "EvalResult", "load_models", "evaluate", "compare"]
@@ -52,6 +55,10 @@ class EvalResult:
     run_summary: RunSummary
     run: dict[str, Any] = field(default_factory=dict)  # run.json
     folder: Path | None = None  # where it was written, if anywhere
+    # fail_under's gates: per gated metric the rows its mean rests on, and one line per failed gate (the
+    # command line prints both and exits 3 on a failure); empty without gates
+    gate_lines: list[str] = field(default_factory=list)
+    gate_failures: list[str] = field(default_factory=list)
 
     @cached_property
     def rows(self) -> list[dict[str, Any]]:
@@ -141,10 +148,15 @@ def evaluate(data: Any, metrics: Iterable[Any] | None = None, *, models: Models 
              verifier: str | None = None, device: str | None = None, batch_size: int | None = None,
              output: str | Path | None = None, cache: bool | str | Path = True, overwrite: bool = False,
              mapping: Mapping[str, str] | None = None, limit: int | None = None, calibrations: bool = True,
-             window: int | None = None, criteria: Any = None, **options: Any) -> EvalResult:
+             window: int | None = None, criteria: Any = None, plugins: Iterable[str] = (),
+             fail_under: Mapping[str, float] | str | None = None, max_unscored: float | None = None,
+             engine: str = "local", ray_address: str | None = None, replicas: int | None = None,
+             gpus_per_replica: float | None = None, ray_node_cache: str | None = None,
+             **options: Any) -> EvalResult:
     """Score ``data`` with ``metrics`` (names, or Metric instances; default: the CLI's five; add
     "aggregate" for a ragas_score). A metric of your own: a Metric subclass, registered by name with
-    ``offline_eval.metrics.register_metric`` or passed as an instance.
+    ``offline_eval.metrics.register_metric`` or passed as an instance, or ``plugins`` (modules or .py
+    files, as ``--plugin``) that register theirs.
 
     ``data``: a dataset path, a list of dicts, a pandas DataFrame or a ``datasets.Dataset``, read
     through the CLI's readers and field aliases (``mapping`` as ``--map``). ``models``: from
@@ -156,29 +168,60 @@ def evaluate(data: Any, metrics: Iterable[Any] | None = None, *, models: Models 
     ``offline-eval run``'s flags, from ``EvalSettings.option_names()``) and each metric's options
     (``<metric>_<option>``). ``criteria``: criteria of your own (a criteria file, a list of them, or a
     dict of criteria as a file's tables), each scored as a metric ``criterion_<name>``.
+
+    ``fail_under`` (``{"faithfulness": 0.8}`` or ``"faithfulness=0.8"``) and ``max_unscored`` are
+    ``--fail-under``'s gates: the result's ``gate_failures`` lists those that failed. ``engine="ray"``
+    shards the run over model replicas on a Ray cluster (``ray_address``, ``replicas``,
+    ``gpus_per_replica``, ``ray_node_cache`` as the ``--engine ray`` flags).
     """
     from offline_eval.engine.cache import ResultCache
     from offline_eval.engine.cache_location import cache_path
     from offline_eval.runlog import run_info
 
-    config = RunConfig(metrics=list(metrics) if metrics is not None else None,
+    config = RunConfig(metrics=list(metrics) if metrics is not None else None, plugins=[str(p) for p in plugins],
                        criteria=[] if criteria is None else list(criteria) if isinstance(criteria, (list, tuple))
                        else [criteria],
                        models=ModelChoice(profile=profile, judge=judge, embedder=embedder, verifier=verifier,
                                           device=device, batch_size=batch_size),
-                       options=options, calibrate=calibrations, window=window, overwrite=overwrite)
+                       options=options, calibrate=calibrations, fail_under=_gates(fail_under),
+                       max_unscored=max_unscored, window=window, overwrite=overwrite,
+                       ray=_ray(engine, ray_address, replicas, gpus_per_replica, ray_node_cache))
+    samples = _samples(data, mapping, limit)  # read first, then built, as `offline-eval run` does
     run = build_run(config, models=models)
     if run.starter:  # what the command line prints before a starter run: a notebook shows a warning
         warnings.warn(run.info["note"], UserWarning, stacklevel=2)
-    samples = _samples(data, mapping, limit)
     info = {"dataset": str(data) if isinstance(data, (str, Path)) else type(data).__name__, "api": True}
     with ResultCache(cache_path() if cache is True else Path(cache) if cache else None) as store, \
             tempfile.TemporaryDirectory(prefix="offline-eval-") as tmp:
         folder = Path(output) if output is not None else Path(tmp)
-        out = run.execute(samples, folder, cache=store, run_info=info)
-        record = run_info(folder) or {}
-        return EvalResult(list(out.result_rows()), out.run_summary, record,
-                          Path(output) if output is not None else None)
+        done = run_dataset(run, samples, folder, cache=store, run_info=info)
+        return EvalResult(list(done.output.result_rows()), done.output.run_summary, run_info(folder) or {},
+                          Path(output) if output is not None else None, done.gate_lines, done.gate_failures)
+
+
+def _gates(fail_under: Mapping[str, float] | str | None) -> dict[str, float]:
+    """``fail_under`` as a mapping, from one or from ``--fail-under``'s text."""
+    from offline_eval.thresholds import parse_thresholds
+
+    if fail_under is None:
+        return {}
+    return parse_thresholds(fail_under) if isinstance(fail_under, str) else dict(fail_under)
+
+
+def _ray(engine: str, address: str | None, replicas: int | None, gpus_per_replica: float | None,
+         node_cache: str | None) -> RayOptions | None:
+    """``--engine ray``'s settings, with its defaults; None for the local engine, which takes none."""
+    if engine not in ("local", "ray"):
+        raise ValueError(f"engine={engine!r}: expected 'local' or 'ray'")
+    if engine == "local":
+        given = [name for name, value in (("ray_address", address), ("replicas", replicas),
+                                          ("gpus_per_replica", gpus_per_replica), ("ray_node_cache", node_cache))
+                 if value is not None]
+        if given:
+            raise ValueError(f"{', '.join(given)} only with engine='ray'")
+        return None
+    return RayOptions.given(address=address, replicas=replicas, gpus_per_replica=gpus_per_replica,
+                            node_cache=node_cache)
 
 
 def compare(a: EvalResult | str | Path, b: EvalResult | str | Path, *, by: str = "sample") -> Any:

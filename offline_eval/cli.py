@@ -252,7 +252,9 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 def _run(args: argparse.Namespace, watch: dict[str, Any]) -> int:
     from offline_eval.data.readers import parse_mapping, read_dataset
-    from offline_eval.run.config import RunConfig, build_run
+    from offline_eval.cli_models import run_config_from_args
+    from offline_eval.run.config import build_run
+    from offline_eval.run.execute import run_dataset
     from offline_eval.run.folder import default_run_folder
 
     if not args.dataset:
@@ -263,7 +265,7 @@ def _run(args: argparse.Namespace, watch: dict[str, Any]) -> int:
                            skipped=skipped)
     for bad in skipped or []:
         print(f"offline-eval: skipped: {bad['reason']}", file=sys.stderr)
-    run = build_run(RunConfig.from_args(args))
+    run = build_run(run_config_from_args(args))
     if run.starter:
         print(f"offline-eval: {run.info['note']}", file=sys.stderr)
     info: dict[str, Any] = {"dataset": str(args.dataset), "threads": threads.to_dict()}
@@ -285,12 +287,13 @@ def _run(args: argparse.Namespace, watch: dict[str, Any]) -> int:
 
     with open_cache(args) as cache:
         try:
-            result = run.execute(samples, watch["output"], cache=cache, progress=progress, run_info=info,
-                                 on_close=write_report)
+            done = run_dataset(run, samples, watch["output"], cache=cache, progress=progress, run_info=info,
+                               on_close=write_report)
         finally:  # however the run ends, the progress line ends before anything else is printed
             if hasattr(progress, "close"):
                 progress.close()
 
+    result = done.output
     note = result.reuse_note()
     if note:
         print(f"offline-eval: {note}", file=sys.stderr)
@@ -298,20 +301,11 @@ def _run(args: argparse.Namespace, watch: dict[str, Any]) -> int:
     from offline_eval.runlog import RESULTS
 
     print(f"results: {result.output_dir / RESULTS}", file=sys.stderr)
-    if run.config.fail_under:
-        from offline_eval.report.gating import check_thresholds, gate_lines
-
-        gates = dict(run.config.fail_under)
-        limit = getattr(args, "max_unscored", None)
-        limit = DEFAULT_MAX_UNSCORED if limit is None else limit
-        for line in gate_lines(result.summary, gates, max_unscored=limit):  # what each gate rests on
-            print(f"offline-eval: gate: {line}", file=sys.stderr)
-        failures = check_thresholds(result.summary, gates, max_unscored=limit)
-        if failures:
-            for failure in failures:
-                print(f"offline-eval: gate failed: {failure}", file=sys.stderr)
-            return 3
-    return 0
+    for line in done.gate_lines:  # what each gate rests on
+        print(f"offline-eval: gate: {line}", file=sys.stderr)
+    for failure in done.gate_failures:
+        print(f"offline-eval: gate failed: {failure}", file=sys.stderr)
+    return 3 if done.gate_failures else 0
 
 
 def _print_summary(summary: dict[str, Any]) -> None:

@@ -10,11 +10,15 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from offline_eval.engine.cache_location import DEFAULT_CACHE, cache_path
 from offline_eval.options import add_field_arguments, positive_int
 from offline_eval.runtime.registry import backend_names
+
+if TYPE_CHECKING:  # the annotations only: the run's modules load when a command runs
+    from offline_eval.run.config import RunConfig
+    from offline_eval.run.model_choice import ModelChoice
 
 
 def add_model_arguments(group: argparse._ArgumentGroup, *, verifier: bool = True, embedder: bool = True,
@@ -51,6 +55,43 @@ def add_model_arguments(group: argparse._ArgumentGroup, *, verifier: bool = True
                        help="CPU threads for torch. auto: torch's choice on a quiet machine; on a busy one the "
                             "cores left over (at least 1) with sleeping waits (OMP_WAIT_POLICY=PASSIVE). "
                             "The choice is recorded in run.json (default: auto)")
+
+
+def model_choice_from_args(args: argparse.Namespace) -> ModelChoice:
+    """The :class:`~offline_eval.run.model_choice.ModelChoice` of a command's parsed flags; a command
+    without some of the model flags (``retrieval`` has no --device) leaves those unset."""
+    from dataclasses import fields
+
+    from offline_eval.run.model_choice import ModelChoice
+
+    values = {f.name: getattr(args, f.name) for f in fields(ModelChoice)
+              if f.name != "verify" and hasattr(args, f.name)}
+    return ModelChoice(**values, verify=not getattr(args, "no_verify", False))
+
+
+def run_config_from_args(args: argparse.Namespace) -> RunConfig:
+    """The :class:`~offline_eval.run.config.RunConfig` of a command's parsed flags (``run``, with its
+    --config TOML merged in first, ``agreement``, ``retrieval --answer``): each reads the flags it has;
+    the run's configuration never sees the Namespace."""
+    from offline_eval.run.config import RayOptions, RunConfig, known_options
+    from offline_eval.thresholds import parse_thresholds
+
+    options = {name: getattr(args, name) for name in known_options() if hasattr(args, name)}
+    fail_under = getattr(args, "fail_under", None)
+    if isinstance(fail_under, str):
+        fail_under = parse_thresholds(fail_under)
+    ray = None
+    if getattr(args, "engine", None) == "ray":
+        ray = RayOptions.given(address=args.ray_address, replicas=args.replicas,
+                               gpus_per_replica=args.gpus_per_replica, node_cache=args.ray_node_cache)
+    metrics = getattr(args, "metrics", None)
+    return RunConfig(metrics=[metrics] if isinstance(metrics, str) else metrics,
+                     plugins=list(getattr(args, "plugin", None) or []),
+                     criteria=list(getattr(args, "criteria", None) or []), models=model_choice_from_args(args),
+                     options=options, calibration_files=[Path(p) for p in getattr(args, "calibration", None) or []],
+                     calibrate=not getattr(args, "no_calibration", False), fail_under=fail_under or {},
+                     max_unscored=getattr(args, "max_unscored", None), window=getattr(args, "window", None),
+                     per_row=getattr(args, "per_row", False), overwrite=getattr(args, "overwrite", False), ray=ray)
 
 
 def device_name(text: str) -> str:
@@ -145,7 +186,7 @@ class DeferredCache:
 def add_settings_arguments(group: argparse._ArgumentGroup, *, aggregate: bool = True) -> None:
     """A flag for every judging setting, made from its declaration in
     :class:`~offline_eval.metrics.settings.EvalSettings`: ``--<name>``, dest ``<name>`` (also its TOML
-    key and API keyword; :class:`offline_eval.run.config.RunConfig` reads them by that name).
+    key and API keyword; :func:`run_config_from_args` reads them by that name).
     ``aggregate`` False: a command that scores one metric has none for what only the aggregate reads."""
     from offline_eval.metrics.settings import EvalSettings
 

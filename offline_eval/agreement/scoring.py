@@ -27,6 +27,7 @@ from offline_eval.metrics.base import Metric
 from offline_eval.metrics.settings import EvalSettings
 from offline_eval.options import flag_of
 from offline_eval.run.config import Run, RunConfig, build_run
+from offline_eval.run.execute import execute
 from offline_eval.run.model_choice import ModelChoice
 from offline_eval.runtime.registry import JUDGE_VERIFIES, backend_spec
 from offline_eval.stats import DEFAULT_RESAMPLES, DEFAULT_SEED
@@ -128,8 +129,8 @@ def score_samples(samples: Sequence[Sample], setup: Run, output_dir: str | Path,
     """
     if overwrite != setup.config.overwrite:
         setup = dataclasses.replace(setup, config=dataclasses.replace(setup.config, overwrite=overwrite))
-    result = setup.execute(list(samples), output_dir, cache=cache, progress=progress,
-                           run_info={"agreement": True})
+    result = execute(setup, list(samples), output_dir, cache=cache, progress=progress,
+                     run_info={"agreement": True})
     name = setup.metrics[0].name
     return {row["id"]: row["scores"][name] for row in result.rows()}
 
@@ -265,7 +266,7 @@ def _score_labelled(args: Any, command: str) -> tuple[Run, list[tuple[Sample, fl
     score every labelled sample (cached and resumable). Returns (setup, labelled, excluded, scores,
     run folder)."""
     from offline_eval.progress import StageBars
-    from offline_eval.cli_models import apply_threads, open_cache
+    from offline_eval.cli_models import apply_threads, open_cache, run_config_from_args
     from offline_eval.data.readers import parse_mapping, read_dataset
 
     apply_threads(args)
@@ -278,7 +279,7 @@ def _score_labelled(args: Any, command: str) -> tuple[Run, list[tuple[Sample, fl
     values = [y for _, y in labelled]
     if (command == "calibrate" or args.protocol == "pointwise") and all(y in (0.0, 1.0) for y in values):
         _check_labelled(command, values, args, warn=False)  # before scoring: the scored ones can only be fewer
-    config = RunConfig.from_args(args)
+    config = run_config_from_args(args)
     setup = build_setup(args.metric, config.models, criteria=config.criteria, **config.options)
     if setup.starter:
         print(f"offline-eval: starter profile: its judge is too small to judge; these {command} numbers "
@@ -436,7 +437,9 @@ def _calibrate_from_run(args: Any) -> tuple[Metric, dict[str, str], EvalSettings
               "unscored": dict(unscored), "excluded": dict(sorted(excluded.items()))}
     home = None
     if args.to is None:  # the judge's folder, when the model flags name the models the run was scored with
-        config = RunConfig.from_args(args)
+        from offline_eval.cli_models import run_config_from_args
+
+        config = run_config_from_args(args)
         setup = build_setup(args.metric, config.models, criteria=config.criteria, **config.options)
         flagged = {role: setup.models.identity(role) for role in sorted(metric.roles)
                    if setup.models.has(role)}

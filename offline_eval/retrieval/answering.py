@@ -24,6 +24,7 @@ from offline_eval.engine.requests import Generate, Sampling
 from offline_eval.metrics.judging import number_chunks
 from offline_eval.metrics.settings import EvalSettings
 from offline_eval.run.config import Run
+from offline_eval.run.execute import execute
 from offline_eval.prompts.base import Prompt
 
 DEFAULT_ANSWER_METRICS = ("completeness", "hallucination", "faithfulness")
@@ -79,8 +80,8 @@ def run_end_to_end(answer_dir: Path, output: Path, run: Run, *, cache: ResultCac
         raise ValueError(f"no answer datasets in {answer_dir}")
     names = [m.name for m in run.metrics]
     answered = generate_answers(samples, run.models, run.settings, cache=cache, progress=progress)
-    scored = run.execute(answered, output / "answer_eval", cache=cache, progress=progress,
-                         run_info={"dataset": str(answer_dir), "end_to_end": True})
+    scored = execute(run, answered, output / "answer_eval", cache=cache, progress=progress,
+                     run_info={"dataset": str(answer_dir), "end_to_end": True})
     grouped: dict[str, list[dict[str, Any]]] = defaultdict(list)
     for row in scored.results:
         grouped[row["sample"]["config"]].append(row)

@@ -171,13 +171,13 @@ def run(args: argparse.Namespace) -> int:
 
 def _end_to_end(args: argparse.Namespace) -> int:
     """Answer with the judge from every retriever's chunks and score the answers."""
-    from offline_eval.cli_models import apply_threads, open_cache
+    from offline_eval.cli_models import apply_threads, open_cache, run_config_from_args
     from offline_eval.retrieval.answering import format_answer_table, run_end_to_end
-    from offline_eval.run.config import RunConfig, build_run
+    from offline_eval.run.config import build_run
 
     apply_threads(args)
     names = [n.strip() for n in args.answer_metrics.split(",") if n.strip()]
-    config = RunConfig.from_args(args)
+    config = run_config_from_args(args)
     # --embedder and --batch-size are the retrievers': the answers are scored with the profile's models;
     # the scores are part of this benchmark's output (an earlier one is kept in earlier/)
     run = build_run(dataclasses.replace(config, metrics=names, overwrite=True,

@@ -1,11 +1,11 @@
-"""One run's configuration, and the run built from it: every command that scores samples comes here.
+"""One run's configuration, and the run built from it (data: executing it is :mod:`offline_eval.run.execute`).
 
-    config = RunConfig.from_args(args)                     # `offline-eval run` (a --config TOML is merged
-                                                           # into the flags first), agreement, retrieval --answer
     config = RunConfig(metrics=["faithfulness"], models=ModelChoice(profile="cpu"),
-                       options={"verdicts": "generate"})   # the Python API
+                       options={"verdicts": "generate"})   # the Python API; the commands make theirs from
+                                                           # their flags (offline_eval.cli_models.run_config_from_args)
     run = build_run(config)        # metrics, gates, device, models (configured, not loaded), settings, calibrations
-    output = run.execute(samples, "runs/today", cache=cache)   # in this process, or sharded over Ray
+    done = run_dataset(run, samples, "runs/today", cache=cache)   # offline_eval.run.execute: in this process
+                                                                 # or sharded over Ray, then the gates
 
 A flag, a TOML key and an API keyword of the same setting share one name: the model flags are the
 fields of :class:`~offline_eval.run.model_choice.ModelChoice`, the judging settings the fields of
@@ -17,24 +17,19 @@ raised by :func:`build_run`, before any model loads.
 from __future__ import annotations
 
 import sys
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterable, Mapping
+from typing import Any, Iterable, Mapping
 
 from offline_eval.calibration import Calibration, read_calibrations
-from offline_eval.data.schema import Sample, printable
-from offline_eval.engine.cache import ResultCache
-from offline_eval.engine.executor import ProgressFactory
+from offline_eval.data.schema import printable
 from offline_eval.engine.models import Models
 from offline_eval.metrics import DEFAULT_METRICS, Aggregate, load_plugins, metric_options, resolve_metrics
 from offline_eval.metrics.criteria import PREFIX as CRITERION_PREFIX
 from offline_eval.metrics.criteria import load_criteria
 from offline_eval.metrics.base import Metric
 from offline_eval.metrics.settings import EvalSettings, PromptBudget
-from offline_eval.records import ResultRow
-from offline_eval.run.folder import RunOutput
 from offline_eval.run.model_choice import ModelChoice
-from offline_eval.thresholds import parse_thresholds
 
 STARTER_NOTE = ("starter profile: these scores only show that the pipeline runs; "
                 "use the cpu or gpu profile for real evaluations")
@@ -71,6 +66,12 @@ class RayOptions:
     gpus_per_replica: float = 0
     node_cache: str | None = None
 
+    @classmethod
+    def given(cls, **settings: Any) -> "RayOptions":
+        """The settings given (``--engine ray``'s flags, the API's keywords); one left None keeps its
+        default."""
+        return cls(**{name: value for name, value in settings.items() if value is not None})
+
 
 @dataclass
 class RunConfig:
@@ -88,31 +89,11 @@ class RunConfig:
     calibration_files: list[Path] = field(default_factory=list)  # besides those in the model folders
     calibrate: bool = True  # apply calibrations that fit the run's metric, models and settings
     fail_under: Mapping[str, float] = field(default_factory=dict)  # metric -> the mean it must reach
+    max_unscored: float | None = None  # share of a gated metric's rows that may go unscored (None: the default)
     window: int | None = None  # rows scored together (None: the runner's default)
     per_row: bool = False  # one sample at a time, as the reference tools do (benchmarks)
     overwrite: bool = False  # move another run's results into earlier/ instead of refusing the folder
     ray: RayOptions | None = None  # None: in this process
-
-    @classmethod
-    def from_args(cls, args: Any) -> "RunConfig":
-        """From a command's parsed flags (``run``, ``agreement``, ``retrieval --answer``): each reads the
-        flags it has."""
-        options = {name: getattr(args, name) for name in known_options() if hasattr(args, name)}
-        fail_under = getattr(args, "fail_under", None)
-        if isinstance(fail_under, str):
-            fail_under = parse_thresholds(fail_under)
-        ray = None
-        if getattr(args, "engine", None) == "ray":
-            ray = RayOptions(address=args.ray_address, replicas=args.replicas or 2,
-                             gpus_per_replica=args.gpus_per_replica or 0, node_cache=args.ray_node_cache)
-        metrics = getattr(args, "metrics", None)
-        return cls(metrics=[metrics] if isinstance(metrics, str) else metrics,
-                   plugins=list(getattr(args, "plugin", None) or []),
-                   criteria=list(getattr(args, "criteria", None) or []), models=ModelChoice.from_args(args),
-                   options=options, calibration_files=[Path(p) for p in getattr(args, "calibration", None) or []],
-                   calibrate=not getattr(args, "no_calibration", False), fail_under=fail_under or {},
-                   window=getattr(args, "window", None), per_row=getattr(args, "per_row", False),
-                   overwrite=getattr(args, "overwrite", False), ray=ray)
 
 
 def known_options() -> list[str]:
@@ -135,33 +116,6 @@ class Run:
     @property
     def starter(self) -> bool:
         return bool(self.info.get("starter"))
-
-    def execute(self, samples: list[Sample], output: str | Path, *, cache: ResultCache | None = None,
-                progress: ProgressFactory | None = None, run_info: Mapping[str, Any] | None = None,
-                on_sample: Callable[[ResultRow], None] | None = None,
-                on_close: Callable[[RunOutput], None] | None = None) -> RunOutput:
-        """Score ``samples`` into the run folder ``output`` (resumed when it holds this run already), in
-        this process (:func:`offline_eval.run.runner.run_in_process`) or on Ray
-        (:func:`offline_eval.run.ray_engine.run_with_ray`). ``run_info`` adds to what run.json records."""
-        info = {**self.info, **(run_info or {})}
-        shared = dict(cache=cache, aggregate=self.aggregate, per_row=self.config.per_row, progress=progress,
-                      run_info=info, on_sample=on_sample, calibrations=self.calibrations,
-                      overwrite=self.config.overwrite)
-        if self.config.ray is None:
-            from offline_eval.run.runner import DEFAULT_WINDOW, run_in_process
-
-            return run_in_process(samples, self.metrics, self.models, self.settings, output, on_close=on_close,
-                                  window=self.config.window or DEFAULT_WINDOW, **shared)
-        from offline_eval.run.ray_engine import run_with_ray
-
-        choice, ray = self.config.models, self.config.ray
-        choice = replace(choice, profile=choice.profile or self.models.profile.name)  # every replica the same
-        result = run_with_ray(samples, self.metrics, self.settings, choice, output, roles=self.models.roles,
-                              address=ray.address, replicas=ray.replicas, gpus_per_replica=ray.gpus_per_replica,
-                              node_cache=ray.node_cache, **shared)
-        if on_close:
-            on_close(result)
-        return result
 
 
 def with_criteria(metrics: list[str | Metric] | None, criteria: list[str]) -> list[str | Metric] | None:

@@ -6,7 +6,7 @@ the Ray engine, which rebuilds the same models on every replica, both read it fr
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Iterable
 
@@ -40,12 +40,6 @@ class ModelChoice:
                   "judge_model": ("judge_model", "judge"), "verifier": ("verifier", None),
                   "hhem": ("hhem_path", "verifier"), "hhem_tokenizer": ("hhem_tokenizer_path", "verifier"),
                   "embedder": ("embedder_path", "embedder")}
-
-    @classmethod
-    def from_args(cls, args: Any) -> "ModelChoice":
-        """From a command's parsed flags; a command without some of the flags leaves those unset."""
-        values = {f.name: getattr(args, f.name) for f in fields(cls) if f.name != "verify" and hasattr(args, f.name)}
-        return cls(**values, verify=not getattr(args, "no_verify", False))
 
     def overrides(self, roles: Iterable[str] | None = None) -> dict[str, Any]:
         """The choices as :meth:`Profile.with_overrides` keywords; with ``roles``, only those for these

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from offline_eval.cli_models import (
-    add_cache_arguments, add_model_arguments, apply_threads, open_cache,
+    add_cache_arguments, add_model_arguments, apply_threads, model_choice_from_args, open_cache,
 )
 from offline_eval.testset import QUESTION_TYPES
 
@@ -112,7 +112,6 @@ def cmd_generate(args: argparse.Namespace) -> int:
     from offline_eval.engine.executor import Engine
     from offline_eval.retrieval.corpus import load_corpus
     from offline_eval.run.config import configure_models
-    from offline_eval.run.model_choice import ModelChoice
     from offline_eval.testset.pipeline import GenerateOptions, generate_testset, source_docs
 
     apply_threads(args)
@@ -124,7 +123,7 @@ def cmd_generate(args: argparse.Namespace) -> int:
         print("offline-eval generate: no documents to generate from", file=sys.stderr)
         return 2
 
-    models = configure_models(ModelChoice.from_args(args), {"judge"})
+    models = configure_models(model_choice_from_args(args), {"judge"})
     profile = models.profile
     cache = open_cache(args)
     if profile.starter:

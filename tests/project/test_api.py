@@ -240,3 +240,86 @@ def test_a_starter_run_warns_as_the_command_line_does():
         warnings.simplefilter("always")
         offline_eval.evaluate(row, metrics=["rouge_l"], models=starter, cache=False)
     assert STARTER_NOTE not in [str(w.message) for w in caught]  # model-free metrics: no starter run
+
+
+# the plugin above under a name of its own: registered once per process, it loads beside it
+GATED_PLUGIN = PLUGIN.replace('"answer_words"', '"gated_words"').replace("class AnswerWords", "class GatedWords")
+
+# summary.json's run section, where two runs of the same data may differ: when the run started and
+# finished, how long it took and its earlier tries (timings), and how it was started: "api" marks a run of
+# offline_eval.evaluate, "threads" is the command line's --threads choice (the API sets no threads).
+# results.jsonl's rows and everything else in summary.json must be the same.
+RUN_SPECIFIC = {"started", "finished", "seconds", "tries", "api", "threads"}
+
+
+def _run_files(folder: Path) -> tuple[list, dict]:
+    rows = [json.loads(line) for line in (folder / "results.jsonl").read_text(encoding="utf-8").splitlines()]
+    summary = json.loads((folder / "summary.json").read_text(encoding="utf-8"))
+    assert {"started", "finished", "seconds"} <= set(summary["run"])  # what is left out is there to leave out
+    summary["run"] = {k: v for k, v in summary["run"].items() if k not in RUN_SPECIFIC}
+    return rows, summary
+
+
+def test_the_api_and_the_cli_run_the_same_run_with_plugins_and_gates(tiny_profile, tmp_path, monkeypatch, capsys):
+    """Issue #57: `offline_eval.evaluate` and `offline-eval run` assemble and execute a run through one
+    function, so the example data gives the same results.jsonl and summary.json through either, plugins
+    and gates included."""
+    monkeypatch.setenv("OFFLINE_EVAL_PROFILE", str(tiny_profile))
+    plugin = tmp_path / "gated_metrics.py"
+    plugin.write_text(GATED_PLUGIN, encoding="utf-8")
+    metrics = ["faithfulness", "answer_relevancy", "gated_words"]
+    gates = {"gated_words": 1, "faithfulness": 0.0}  # lower is better, and every answer has words: it fails
+    api = offline_eval.evaluate(str(EXAMPLES), metrics, plugins=[str(plugin)], fail_under=gates, cache=False,
+                                output=tmp_path / "api")
+    capsys.readouterr()
+    code = main(["run", "--dataset", str(EXAMPLES), "--metrics", ",".join(metrics), "--plugin", str(plugin),
+                 "--fail-under", "gated_words=1,faithfulness=0", "--no-cache", "--quiet", "--no-report",
+                 "--output", str(tmp_path / "cli")])
+    err = capsys.readouterr().err
+    api_rows, api_summary = _run_files(tmp_path / "api")
+    cli_rows, cli_summary = _run_files(tmp_path / "cli")
+    assert len(api_rows) == 12 and api_rows == cli_rows
+    assert api_summary == cli_summary
+    assert [r["scores"] for r in api.rows] == [r["scores"] for r in cli_rows]  # the result object holds them too
+    # the same gates fail, said the same way: the command line exits 3
+    assert code == 3 and len(api.gate_failures) == 1 and "gated_words" in api.gate_failures[0]
+    assert [f"offline-eval: gate failed: {line}" for line in api.gate_failures] == \
+        [line for line in err.splitlines() if line.startswith("offline-eval: gate failed: ")]
+    assert [f"offline-eval: gate: {line}" for line in api.gate_lines] == \
+        [line for line in err.splitlines() if line.startswith("offline-eval: gate: ")]
+    passing = offline_eval.evaluate(str(EXAMPLES), ["gated_words"], plugins=[str(plugin)], cache=False,
+                                    fail_under="gated_words=10000", max_unscored=0.0)
+    assert passing.gate_failures == [] and len(passing.gate_lines) == 1
+
+
+def test_the_api_takes_the_ray_engine_s_settings_as_the_command_line_does():
+    """``engine="ray"`` and its settings reach the run as ``--engine ray`` and its flags do; the local
+    engine refuses them rather than ignore them."""
+    from offline_eval.api import _ray
+    from offline_eval.cli import build_parser
+    from offline_eval.cli_models import run_config_from_args
+
+    args = build_parser().parse_args(["run", "--dataset", "d.jsonl", "--engine", "ray", "--ray-address", "auto",
+                                      "--replicas", "3", "--gpus-per-replica", "0.5", "--ray-node-cache", "/c"])
+    assert _ray("ray", "auto", 3, 0.5, "/c") == run_config_from_args(args).ray
+    defaults = build_parser().parse_args(["run", "--dataset", "d.jsonl", "--engine", "ray"])
+    assert _ray("ray", None, None, None, None) == run_config_from_args(defaults).ray
+    assert _ray("local", None, None, None, None) is None
+    with pytest.raises(ValueError, match="replicas only with engine='ray'"):
+        offline_eval.evaluate([{"id": "a", "answer": "x"}], ["rouge_l"], replicas=2, cache=False)
+    with pytest.raises(ValueError, match="engine='spark'"):
+        offline_eval.evaluate([{"id": "a", "answer": "x"}], ["rouge_l"], engine="spark", cache=False)
+
+
+def test_a_bad_row_is_named_before_a_bad_gate_through_the_api_as_through_the_cli(tmp_path, capsys):
+    """The API reads its data before it builds the run, as `offline-eval run` does: data with a bad row
+    and a gate on a metric the run lacks name the row through either."""
+    data = tmp_path / "bad.jsonl"
+    data.write_text('{"id": "a", "answer": "x"}\n[1]\n', encoding="utf-8")
+    assert main(["run", "--dataset", str(data), "--metrics", "rouge_l", "--fail-under", "faithfulness=0.5",
+                 "--no-cache", "--quiet", "--no-report", "--output", str(tmp_path / "cli")]) == 2
+    assert "row 2: expected a JSON object per row" in capsys.readouterr().err
+    from offline_eval.data.schema import DataError
+
+    with pytest.raises(DataError, match="row 2: expected a JSON object per row"):
+        offline_eval.evaluate(str(data), ["rouge_l"], fail_under={"faithfulness": 0.5}, cache=False)

@@ -14,7 +14,7 @@ import pytest
 
 import offline_eval
 from offline_eval.engine.requests import Generate, messages
-from offline_eval.cli_models import add_model_arguments, open_cache
+from offline_eval.cli_models import add_model_arguments, model_choice_from_args, open_cache
 from offline_eval.run.model_choice import ModelChoice
 from offline_eval.runtime import models_cli
 from offline_eval.runtime.loading import models_from_profile, resolve_profile
@@ -300,7 +300,7 @@ def test_command_line_model_flags_become_profile_overrides(tmp_path: Path) -> No
     parser = argparse.ArgumentParser()
     add_model_arguments(parser.add_argument_group("models"))
     args = parser.parse_args(["--judge", str(tmp_path / "j"), "--verifier", "judge", "--embedder", "e"])
-    choice = ModelChoice.from_args(args)
+    choice = model_choice_from_args(args)
     every = choice.overrides()
     assert every["judge_path"] == str(tmp_path / "j") and every["embedder_path"] == "e"
     assert every["verifier"] == "judge" and every["hhem_path"] is None
