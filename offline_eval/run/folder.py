@@ -109,8 +109,7 @@ class RunOutput:
         """One line on what this try took from earlier ones: samples from results.jsonl, model answers
         from the cache; None when it reused nothing (a first run with a cold cache)."""
         run = self.run_summary.info
-        engine = self.stats or (run.get("engine") if isinstance(run.get("engine"), dict) else {})
-        hits, computed = (sum((engine.get(k) or {}).values()) for k in ("cache_hits", "computed"))
+        hits, computed = _model_calls(self.stats or run.get("engine"))
         total = run.get("n_samples", 0)
         calls = ("no model was called" if hits + computed == 0 else
                  f"model calls: {hits} of {hits + computed} answered from the cache, {computed} computed")
@@ -118,7 +117,7 @@ class RunOutput:
             first = next((t for t in self.earlier_tries if t.get("started")), {})
             since = f" (started {first['started']})" if first else ""
             return (f"found a finished run in {self.output_dir}{since}: reused all {total} samples from "
-                    f"{RESULTS}; {calls}; summary.json rewritten")
+                    f"{RESULTS}; {calls}; {SUMMARY} rewritten")
         if self.resumed:
             return f"resumed the run in {self.output_dir}: reused {self.resumed} of {total} samples from {RESULTS}; {calls}"
         return calls if hits else None
@@ -316,12 +315,17 @@ class RunFolder:
 
 def try_record(run: dict[str, Any]) -> dict[str, Any]:
     """What summary.json's run section says of the try that wrote it, as an entry of ``tries``."""
-    engine = run.get("engine") if isinstance(run.get("engine"), dict) else {}
     n, resumed = run.get("n_samples"), run.get("resumed_samples") or 0
+    hits, computed = _model_calls(run.get("engine"))
     return {"started": run.get("started"), "finished": run.get("finished"), "seconds": run.get("seconds"),
             "scored_samples": n - resumed if isinstance(n, int) and isinstance(resumed, int) else None,
-            "computed": sum((engine.get("computed") or {}).values()),
-            "cache_hits": sum((engine.get("cache_hits") or {}).values())}
+            "computed": computed, "cache_hits": hits}
+
+
+def _model_calls(engine: Any) -> tuple[int, int]:
+    """(answered from the cache, computed) over every request kind of a try's engine figures."""
+    engine = engine if isinstance(engine, dict) else {}
+    return sum((engine.get("cache_hits") or {}).values()), sum((engine.get("computed") or {}).values())
 
 
 def _conversation_of(row: Any) -> str | None:
