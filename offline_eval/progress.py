@@ -3,10 +3,13 @@
     samples 4/12 · window 2/3: 9/20 scores · step 3 of 5: options (judge) 16/70 · step ends in ~3s ·
     run ends in ~20s      (one line)
 
-A step is one request kind of one engine stage (a stage may send options to the judge and texts to
-the embedder: two steps); steps are counted per window. How many steps a window takes is not known
-before one has finished (a metric decides its next request from the answers to the last), so the first
-window says ``step 3 of ?`` and the later ones ``step 3 of 5``. Within a window every stage is batched
+A step is one engine stage (its request kinds run one after the other: ``options (judge)``, then
+``embed (embedder)``); steps are counted per window. How many steps a window takes is not known before
+one has finished (a metric decides its next request from the answers to the last), but each metric
+declares the most it can take (:attr:`~offline_eval.metrics.base.Metric.most_steps`), so the first
+window says ``step 3 of at most 6`` and the later ones ``step 3 of 5``, from what the windows before
+took (``of at most 6`` again for a step beyond that; ``of ?`` where a plugin metric declares nothing).
+Within a window every stage is batched
 across its rows, so its samples all finish at its last step; what moves before that is its scores (one
 per sample and metric, counted as each is final). The estimates use what this run has measured: seconds
 per request of the step's kind so far (the step), and the seconds per row of the last finished window
@@ -102,6 +105,7 @@ class RunProgress:
         self.cost: dict[str, list] = {}  # kind description -> [seconds, requests] of finished stages
         self.stages = 0  # steps of the window in flight
         self.steps: int | None = None  # steps a window takes: known once one has finished
+        self.most_steps: int | None = None  # the most the window in flight can take (None: not known)
         self.stage: _Stage | None = None
         self.window_index, self.windows = 0, 1
         self.rows = 0  # rows of the window in flight (0: not told)
@@ -113,16 +117,24 @@ class RunProgress:
         self.in_window = False
 
     def __call__(self, description: str, total: int) -> _Stage:
-        self.stages += 1
+        """The engine dispatches ``total`` requests of one kind in the step in flight."""
         self.stage = _Stage(self, description, total)
         self._refresh()
         return self.stage
 
-    def window(self, index: int, count: int, rows: int = 0, scores: int = 0) -> None:
-        """Window ``index`` of ``count`` starts: ``rows`` samples, ``scores`` (sample, metric) scores."""
+    def step(self) -> None:
+        """The engine starts the next step (stage) of the window in flight: nothing dispatched yet."""
+        self.stages, self.stage = self.stages + 1, None
+        self._refresh()
+
+    def window(self, index: int, count: int, rows: int = 0, scores: int = 0,
+               most_steps: int | None = None) -> None:
+        """Window ``index`` of ``count`` starts: ``rows`` samples, ``scores`` (sample, metric) scores, at
+        most ``most_steps`` steps (None: not known)."""
         self._window_finished()
         self.window_index, self.windows, self.window_started = index, count, time.perf_counter()
         self.rows, self.scores, self.scores_total, self.stages, self.work = rows, 0, scores, 0, 0.0
+        self.most_steps = most_steps
         self.window_done = self.done
         self._refresh()
 
@@ -191,12 +203,21 @@ class RunProgress:
         if self.scores_total and self.scores < self.scores_total:
             text += f": {self.scores}/{self.scores_total} scores"
         if self.stages:
-            total = max(self.steps, self.stages) if self.steps else "?"
-            text += f" · step {self.stages} of {total}"
+            text += f" · step {self.stages} of {self._steps_total()}"
             stage = self.stage
             if stage is not None:
                 text += f": {stage.description} {stage.done}/{stage.total}"
         return f"{text} · {self.estimate()}"
+
+    def _steps_total(self) -> str:
+        """The ``n`` of ``step k of n``: what the windows before took, while the window in flight has
+        not gone beyond it; else the most it can take, said as such."""
+        bound = self.most_steps
+        if self.steps:
+            taken = self.steps if bound is None else min(self.steps, bound)
+            if self.stages <= taken:
+                return str(taken)
+        return f"at most {bound}" if bound is not None and self.stages <= bound else "?"
 
     def _refresh(self) -> None:
         if not self.show:

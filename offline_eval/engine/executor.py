@@ -70,7 +70,10 @@ class EngineStats:
                     "stages": self.stages}
 
 
-ProgressFactory = Callable[[str, int], Any]  # (description, total) -> object with update(n), close()
+# (description, total) -> object with update(n), close(): one per request kind dispatched in a stage. A
+# factory with a ``step()`` method is also told as each stage of a run() begins, whether or not the
+# stage has anything to compute (the cache may answer all of it).
+ProgressFactory = Callable[[str, int], Any]
 
 
 class Engine:
@@ -96,8 +99,11 @@ class Engine:
             (live if task.result is None else []).append(task)
             if task.result is not None and on_done:
                 on_done(task)
+        step = getattr(self.progress, "step", None)
         while live:
             self.stats.stages += 1
+            if step is not None:
+                step()
             results = self._execute([r for t in live for r in t.pending or ()])
             still: list[Task] = []
             for task in live:

@@ -121,6 +121,18 @@ def start(metric: "Metric", sample: Sample, settings: EvalSettings) -> ScoreGene
     return called(metric.score, sample, settings)
 
 
+def most_window_steps(metrics: list["Metric"], samples: list[Sample], settings: EvalSettings) -> int | None:
+    """The most engine stages scoring ``samples`` with ``metrics`` in one window takes: the longest of
+    its tasks (the engine drives them in lockstep), a conversation's rewrite of the question included;
+    None when a metric does not declare its :attr:`Metric.most_steps`."""
+    from offline_eval.metrics.conversation import most_steps as conversation_steps  # it reads the judge's steps
+
+    if any(m.most_steps is None for m in metrics):
+        return None
+    before = conversation_steps(settings) if any(s.history for s in samples) else 0
+    return max((m.most_steps + (before if m.reads_question else 0) for m in metrics), default=0)
+
+
 def _in_conversation(metric: "Metric", sample: Sample, settings: EvalSettings) -> ScoreGenerator:
     """The metric on ``sample`` with its question read in its conversation (metrics.conversation)."""
     from offline_eval.metrics.conversation import in_conversation  # it reads the judge's steps
@@ -193,10 +205,17 @@ class Metric:
     reads_question: ClassVar[bool | None] = None
     value_range: ClassVar[tuple[float, float]] = (0.0, 1.0)
     evidence: ClassVar[tuple[Evidence, ...]] = ()
+    # the most engine stages ``score`` takes for one sample, along its longest path (every JSON reply
+    # repaired, every probe asked; metrics.judging's *_STAGES add up to it): the progress line's "step k
+    # of at most n" before a window has finished. None: not declared (the line says "of ?"); a metric
+    # that uses no model takes none.
+    most_steps: ClassVar[int | None] = None
     Options: ClassVar[type] = NoOptions
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
+        if cls.most_steps is None and not cls.roles:
+            cls.most_steps = 0
         if cls.__dict__.get("reads_question") is None and "requires" in cls.__dict__:
             cls.reads_question = "question" in cls.requires and "judge" in cls.roles
 

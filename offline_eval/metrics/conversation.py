@@ -21,7 +21,7 @@ import dataclasses
 from typing import Any, Generator
 
 from offline_eval.data.schema import Sample, Turn
-from offline_eval.metrics.judging import JsonAsk, UnreadableAnswer, ask_json
+from offline_eval.metrics.judging import ASK_STAGES, JsonAsk, UnreadableAnswer, ask_json
 from offline_eval.metrics.settings import EvalSettings
 from offline_eval.prompts.base import QuestionInConversation
 from offline_eval.prompts.ragas import STANDALONE_QUESTION
@@ -49,6 +49,11 @@ def recent_turns(turns: list[Turn], budget: int, language: str) -> list[Turn]:
 
 def _last_units(text: str, n: int, language: str) -> str:
     return text[-n:] if language == "zh" else " ".join(text.split()[-n:])
+
+
+def most_steps(settings: EvalSettings) -> int:
+    """The most engine stages :func:`in_conversation` adds before a metric's own."""
+    return ASK_STAGES if settings.history in ("rewrite", "both") else 0
 
 
 def in_conversation(sample: Sample, settings: EvalSettings,

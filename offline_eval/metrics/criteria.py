@@ -54,7 +54,7 @@ from typing import Any, ClassVar, Generator
 from offline_eval.data.schema import DataError, Sample
 from offline_eval.engine.requests import ScoreOptions
 from offline_eval.metrics.base import Metric, Score
-from offline_eval.metrics.judging import EMPTY_STATEMENT, JsonAsk, ask_json, corrected
+from offline_eval.metrics.judging import ASK_STAGES, EMPTY_STATEMENT, JsonAsk, ask_json, corrected
 from offline_eval.metrics.settings import EvalSettings
 from offline_eval.prompts.base import Prompt
 from offline_eval.prompts.ragas import JSON_ONLY, YES_NO
@@ -221,6 +221,7 @@ class CriterionMetric(Metric):
 
     criterion: ClassVar[Criterion]
     roles = frozenset({"judge"})
+    most_steps = ASK_STAGES  # option probabilities take one
 
     def config(self) -> dict[str, Any]:
         return {"criterion": self.criterion.to_dict()}

@@ -30,6 +30,17 @@ from offline_eval.prompts.ragas import (
 from offline_eval.reasons import Unscorable
 from offline_eval.text import count_units, split_sentences
 
+# The most engine stages each step below takes: a step yields all its requests at once (one stage),
+# a JSON ask its repair in one more. A metric's ``most_steps`` adds these along its longest path, and
+# the progress line bounds a window's steps with them before one has finished.
+ASK_STAGES = 2  # ask_json_many: the asks, then one repair of those that cannot be read
+VERDICT_STAGES = ASK_STAGES  # Verdicts.judge: option probabilities (one stage) or JSON verdicts (an ask)
+# support_matrix: the verdicts beside the credulity probe (one stage; JSON verdicts, an ask);
+# support_against_contexts: the windows' verdicts, then the unrelated-passage probe
+SUPPORT_STAGES = 2
+STATEMENT_STAGES = ASK_STAGES  # answer_statements: the judge's claims (sentences and whole: none)
+EMBED_STAGES = 1  # embed_texts
+
 
 @dataclass
 class JsonAsk:

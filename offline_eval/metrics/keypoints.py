@@ -31,7 +31,9 @@ from offline_eval.data.schema import Sample
 from offline_eval.metrics import register_metric
 from offline_eval.metrics.base import Metric, Score, ScoreGenerator
 from offline_eval.metrics.evidence import Checks
-from offline_eval.metrics.judging import JsonAsk, UnreadableAnswer, Verdicts, ask_json, unreadable_verdicts
+from offline_eval.metrics.judging import (
+    ASK_STAGES, VERDICT_STAGES, JsonAsk, UnreadableAnswer, Verdicts, ask_json, unreadable_verdicts,
+)
 from offline_eval.metrics.parsing import extract_json
 from offline_eval.metrics.settings import EvalSettings
 from offline_eval.prompts.rageval import KEYPOINT_LABELS, KEYPOINT_OPTION, KEYPOINTS, LABEL_LETTERS, LABELS
@@ -164,6 +166,7 @@ class KeypointMetric(Metric):
     # key points: the sample's own, or generated from its reference answer
     requires = ("question", "answer", ("ground_truth", "keypoints"))
     roles = frozenset({"judge"})
+    most_steps = ASK_STAGES + VERDICT_STAGES  # key points generated from the reference, then labelled
     evidence = (Checks("keypoints", text="keypoint", verdict="label", good=("relevant",), bad=("wrong",),
                        note="analysis"),)
 

@@ -17,7 +17,7 @@ from offline_eval.metrics import register_metric
 from offline_eval.metrics.base import Metric, Score, ScoreGenerator
 from offline_eval.metrics.evidence import Checks, Columns, Texts
 from offline_eval.metrics.judging import (
-    CREDULOUS_PASSAGE, NONSENSE_CONTROL, SELF_SUPPORTED, UNRELATED_PASSAGE, YES_NO, JsonAsk, Statements, Verdict,
+    ASK_STAGES, EMBED_STAGES, STATEMENT_STAGES, SUPPORT_STAGES, VERDICT_STAGES, CREDULOUS_PASSAGE, NONSENSE_CONTROL, SELF_SUPPORTED, UNRELATED_PASSAGE, YES_NO, JsonAsk, Statements, Verdict,
     Verdicts, answer_statements, ask_json, ask_json_many, credulity_of, embed_texts, parallel, refusals,
     support_against_contexts, support_matrix,
 )
@@ -55,6 +55,7 @@ def share_of(verdicts: list[Verdict], settings: EvalSettings) -> float:
 @register_metric
 class Faithfulness(SampleMetric):
     name = "faithfulness"
+    most_steps = STATEMENT_STAGES + SUPPORT_STAGES
     question_for_people = "Is everything the answer states supported by the retrieved contexts?"
     requires = ("answer", "contexts")
     roles = frozenset({"judge", "verifier"})
@@ -98,6 +99,7 @@ class SentenceFaithfulness(Faithfulness):
     name = "faithfulness_sentences"
     description = "share of the answer's sentences supported by the retrieved contexts (no claim extraction)"
     claims_mode = "sentences"
+    most_steps = SUPPORT_STAGES
 
 
 @register_metric
@@ -118,6 +120,7 @@ class HallucinationRate(Faithfulness):
 @register_metric
 class AnswerRelevancy(SampleMetric):
     name = "answer_relevancy"
+    most_steps = ASK_STAGES + EMBED_STAGES  # the questions, then their vectors
     question_for_people = "Does the answer address the question?"
     requires = ("question", "answer")
     roles = frozenset({"judge", "embedder"})
@@ -156,6 +159,7 @@ def _normalise(text: str) -> str:
 @register_metric
 class ContextRelevance(SampleMetric):
     name = "context_relevance"
+    most_steps = ASK_STAGES
     question_for_people = "Are the retrieved contexts relevant to the question?"
     requires = ("question", "contexts")
     roles = frozenset({"judge"})
@@ -186,6 +190,7 @@ class ContextRelevance(SampleMetric):
 @register_metric
 class ContextRelevanceEmbedding(SampleMetric):
     name = "context_relevance_embedding"
+    most_steps = EMBED_STAGES
     question_for_people = "Are the retrieved contexts relevant to the question?"
     requires = ("question", "contexts")
     roles = frozenset({"embedder"})
@@ -211,6 +216,7 @@ def average_precision(verdicts: list[bool]) -> float:
 @register_metric
 class ContextPrecision(SampleMetric):
     name = "context_precision"
+    most_steps = VERDICT_STAGES  # the probes go beside the verdicts
     question_for_people = "Are the retrieved contexts that help reach the reference answer ranked first?"
     requires = ("question", "contexts", "ground_truth")
     roles = frozenset({"judge"})
@@ -271,6 +277,7 @@ class ContextUtilization(ContextPrecision):
 @register_metric
 class ContextRecall(SampleMetric):
     name = "context_recall"
+    most_steps = SUPPORT_STAGES
     question_for_people = "Can everything the reference answer says be found in the retrieved contexts?"
     requires = ("contexts", "ground_truth")
     roles = frozenset({"judge", "verifier"})
@@ -297,6 +304,7 @@ class ContextRecall(SampleMetric):
 @register_metric
 class ContextEntityRecall(SampleMetric):
     name = "context_entity_recall"
+    most_steps = ASK_STAGES  # both lists of entities in one ask
     requires = ("contexts", "ground_truth")
     roles = frozenset({"judge"})
     description = "share of the reference's entities that occur in the contexts"
@@ -322,6 +330,7 @@ class ContextEntityRecall(SampleMetric):
 @register_metric
 class AnswerSimilarity(SampleMetric):
     name = "answer_similarity"
+    most_steps = EMBED_STAGES
     question_for_people = "Does the answer say the same as the reference answer?"
     requires = ("answer", "ground_truth")
     roles = frozenset({"embedder"})
@@ -347,6 +356,7 @@ def f1_from_counts(tp: float, fp: float, fn: float) -> float:
 @register_metric
 class AnswerCorrectness(SampleMetric):
     name = "answer_correctness"
+    most_steps = STATEMENT_STAGES + SUPPORT_STAGES  # the vectors go beside the verdicts
     question_for_people = "Is the answer correct, given the reference answer?"
     requires = ("question", "answer", "ground_truth")
     roles = frozenset({"judge", "verifier", "embedder"})
@@ -405,6 +415,7 @@ def _rubric_text(rubric: dict[Any, str]) -> str:
 @register_metric
 class RubricsScore(SampleMetric):
     name = "rubrics_score"
+    most_steps = VERDICT_STAGES
     requires = ("question", "answer")
     roles = frozenset({"judge"})
     description = "1-5 score against a rubric (with the reference when the sample has one)"
@@ -447,6 +458,7 @@ def read_rubrics(path: Path) -> dict[str, dict[int, str]]:
 @register_metric
 class NoiseSensitivityRelevant(SampleMetric):
     name = "noise_sensitivity_relevant"
+    most_steps = STATEMENT_STAGES + SUPPORT_STAGES
     requires = ("question", "answer", "contexts", "ground_truth")
     roles = frozenset({"judge", "verifier"})
     description = ("share of the answer's claims that are wrong (not in the reference) yet supported by a "

@@ -30,7 +30,7 @@ from offline_eval.engine.models import Models
 from offline_eval.run.folder import RunFolder, RunOutput
 from offline_eval.runlog import RESULTS, RUN_INFO, SUMMARY
 from offline_eval.metrics.aggregate import Aggregate
-from offline_eval.metrics.base import Metric, Score, as_score, returns
+from offline_eval.metrics.base import Metric, Score, as_score, most_window_steps, returns
 from offline_eval.metrics.base import start as start_metric
 from offline_eval.metrics.settings import EvalSettings
 from offline_eval.records import ResultRow, RunSummary
@@ -165,7 +165,9 @@ def run_in_process(samples: list[Sample], metrics: list[Metric], models: Models,
         for start in range(0, len(sink.todo), window):
             chunk = sink.todo[start:start + window]
             if announce:
-                announce(start // window, windows, len(chunk), len(chunk) * len(metrics))
+                most = most_window_steps(metrics, chunk, settings)  # per_row: one row after another
+                announce(start // window, windows, len(chunk), len(chunk) * len(metrics),
+                         None if most is None else most * (len(chunk) if per_row else 1))
             rows = _score_window(engine, chunk, metrics, settings, aggregator, per_row,
                                  finished if (counted or on_sample) else None, scored)
             sink.append(rows)

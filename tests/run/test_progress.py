@@ -17,6 +17,7 @@ def test_the_line_names_window_step_and_estimates():
     stream = io.StringIO()
     progress = RunProgress(4, stream=stream)
     progress.window(0, 2)
+    progress.step()
     step = progress("options (judge)", 4)
     step.update(2)
     time.sleep(0.01)
@@ -29,6 +30,7 @@ def test_the_line_names_window_step_and_estimates():
     progress.window(1, 2)  # one window measured: the run's end can be estimated
     assert "samples 2/4 · window 2/2" in progress.line and "run ends in ~" in progress.line
     assert "at the earliest" not in progress.line
+    progress.step()
     progress("options (judge)", 4)
     assert "step 1 of 1: options (judge) 0/4" in progress.line
     assert progress.done == 2
@@ -50,6 +52,7 @@ def test_off_a_terminal_the_line_is_written_whole_now_and_then_and_once_at_the_e
     progress = RunProgress(4, stream=stream, every=3600)
     progress.window(0, 1)
     for _ in range(3):
+        progress.step()
         step = progress("options (judge)", 4)
         step.update(4)
         step.close()
@@ -117,6 +120,7 @@ def test_off_a_terminal_a_line_is_written_at_start_at_most_every_n_seconds_and_a
     stream = io.StringIO()
     progress = RunProgress(100, stream=stream, every=30)
     progress.window(0, 1)
+    progress.step()
     step = progress("options (judge)", 100)
     for _ in range(74):  # a request done and a sample finished each second for 74 s: lines at 0, 30 and 60 s
         clock[0] += 1
@@ -159,26 +163,29 @@ def test_a_run_whose_stderr_is_a_file_writes_whole_lines(tmp_path):
 
 
 # -- issue #55: progress that progresses, and nothing of other libraries beside it -------------------------
-def test_the_first_window_says_what_it_cannot_know_and_the_next_ones_step_of_n(monkeypatch):
-    """Steps are counted per window: the first cannot know how many it takes (``of ?``) and its run
-    estimate is a lower bound from what its steps cost a row so far; from the second on, ``k of n`` and
-    the run's end from the last window's seconds per row. Scores move within a window."""
+def test_the_first_window_says_the_most_steps_it_can_take_and_the_next_ones_step_of_n(monkeypatch):
+    """Steps are counted per window: the first cannot know how many it takes, only the most its metrics
+    can (``of at most 6``), and its run estimate is a lower bound from what its steps cost a row so far;
+    from the second on, ``k of n`` and the run's end from the last window's seconds per row. Scores move
+    within a window."""
     clock = [0.0]
     monkeypatch.setattr("offline_eval.progress.time.perf_counter", lambda: clock[0])
     progress = RunProgress(12, stream=io.StringIO(), every=3600)
-    progress.window(0, 3, 4, 8)
+    progress.window(0, 3, 4, 8, most_steps=6)
     assert progress.line.endswith("window 1/3: 0/8 scores · run ends in ~?")  # nothing measured: no figure
     for kind in ("options (judge)", "embed (embedder)"):
+        progress.step()
         step = progress(kind, 10)
         clock[0] += 5  # 10 s a step: 20 s for the window's 4 rows, 5 s a row so far
         step.update(5)
         clock[0] += 5
         step.update(5)
         step.close()
+    progress.step()
     step = progress("options (judge)", 10)
     clock[0] += 2
     step.update(2)  # 1 s a request of this kind over all its steps: 8 s to go
-    assert "step 3 of ?: options (judge) 2/10 · step ends in ~8s" in progress.line
+    assert "step 3 of at most 6: options (judge) 2/10 · step ends in ~8s" in progress.line
     # a lower bound: the step's 8 s and the 8 later rows at (20 + 2) s / 4 rows
     assert progress.line.endswith("run ends in ~52s at the earliest")
     for _ in range(8):
@@ -188,11 +195,19 @@ def test_the_first_window_says_what_it_cannot_know_and_the_next_ones_step_of_n(m
     step.update(8)
     step.close()
     clock[0] += 18  # the window took 40 s (its last step included): 10 s a row
-    progress.window(1, 3, 4, 8)
+    progress.window(1, 3, 4, 8, most_steps=6)
     assert progress.line == "samples 4/12 · window 2/3: 0/8 scores · run ends in ~1m20s"
+    progress.step()
     progress("options (judge)", 10)
     progress.score()
     assert "samples 4/12 · window 2/3: 1/8 scores · step 1 of 3: options (judge) 0/10" in progress.line
+    for _ in range(3):
+        progress.step()  # beyond what the first window took: the most it can take again
+    assert "· step 4 of at most 6 ·" in progress.line
+    progress.window(2, 3, 4, 8)  # a window whose metrics do not all say: a step beyond 4 has no total
+    for _ in range(5):
+        progress.step()
+    assert "· step 5 of ? ·" in progress.line
 
 
 def _screen(args: list[str], tmp_path: Path, *, terminal: bool) -> tuple[int, str]:
@@ -244,7 +259,8 @@ def _tiny_run(tiny_profile: Path, output: Path) -> list[str]:
 
 def test_on_a_terminal_a_run_moves_says_step_k_of_n_and_estimates_and_nothing_else_draws(tiny_profile, tmp_path):
     """A real run on a pseudo-terminal: what the screen got. The samples count moves before the end (each
-    finished window), the step reads "k of n" once a window has finished, the run's end is estimated, and
+    finished window), the step reads "k of at most n" in the first window and "k of n" once a window has
+    finished, the run's end is estimated, and
     no line of the weights loader's bar ("Loading weights", `| 0/103 [00:00<?, ?it/s]`) or of a debug
     log reaches it."""
     import re
@@ -254,7 +270,7 @@ def test_on_a_terminal_a_run_moves_says_step_k_of_n_and_estimates_and_nothing_el
     seen = [int(n) for n in re.findall(r"samples (\d+)/12", screen)]
     assert 4 in seen and 8 in seen and seen.index(4) < seen.index(12), seen
     assert re.search(r"step \d of \d: ", screen) and re.search(r"run ends in ~\d+s( |$)", screen)
-    assert re.search(r"window 1/3: \d+/20 scores", screen)
+    assert re.search(r"window 1/3: \d+/20 scores · step \d of at most \d: ", screen)  # before a window has finished
     assert [t for t in THIRD_PARTY if t in screen] == [], screen[:3000]
 
 
