@@ -264,12 +264,3 @@ def rouge_sentences(text: str, language: str | None = None) -> list[list[str]]:
     if normalize_language(language, text) == "zh":
         text = " ".join(jieba_tokens(text))
     return [" ".join(p.split()).split(" ") for p in _cut_sent(text) if len(p) > 0]
-
-
-def tokenize_for_rouge(text: str, language: str | None = None) -> list[str]:
-    """Flat token list used for ROUGE: jieba words for Chinese, whitespace words for English.
-
-    Empty-string tokens that the reference scorers keep for whitespace-only pieces are dropped
-    here; use :func:`rouge_sentences` for the exact reference structure.
-    """
-    return [tok for sent in rouge_sentences(text, language) for tok in sent if tok]

@@ -24,7 +24,6 @@ import copy
 import dataclasses
 import inspect
 import math
-import typing
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Generator
 
@@ -259,8 +258,3 @@ def option_names(cls: type[Metric]) -> dict[str, dataclasses.Field]:
 def option_flag(public: str, field: dataclasses.Field) -> str:
     """The ``run`` flag of an option: ``--<metric>-<field>``, unless its ``metadata["flag"]`` names another."""
     return field.metadata.get("flag") or "--" + public.replace("_", "-")
-
-
-def option_types(cls: type[Metric]) -> dict[str, Any]:
-    """A metric's option fields -> their types (annotations resolved)."""
-    return typing.get_type_hints(cls.Options)

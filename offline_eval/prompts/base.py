@@ -1,4 +1,4 @@
-"""The Prompt type and its registry."""
+"""The Prompt type."""
 
 from __future__ import annotations
 
@@ -91,11 +91,3 @@ class Prompt:
                 blocks.append(f"{example_in}\n{example_out}")
             body = f"{self.example_header[lang]}\n\n" + "\n\n".join(blocks) + "\n\n---\n\n" + body
         return messages(("system", self.system[lang]), ("user", body))
-
-
-_REGISTRY: dict[str, Prompt] = {}  # every prompt of the modules imported so far, by name
-
-
-def register(prompt: Prompt) -> Prompt:
-    _REGISTRY[prompt.name] = prompt
-    return prompt

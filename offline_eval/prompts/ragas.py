@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from offline_eval.prompts.base import Prompt, register
+from offline_eval.prompts.base import Prompt
 
 JSON_ONLY = {
     "en": "You are a meticulous evaluator. Reply with JSON only, exactly in the format asked for.",
@@ -13,7 +13,7 @@ YES_NO = {
     "zh": "你是一名严谨的评估员。只用一个英文单词回答：Yes 或 No。",
 }
 
-CLAIMS = register(Prompt(
+CLAIMS = Prompt(
     name="claims",
     system=JSON_ONLY,
     template={
@@ -38,9 +38,9 @@ CLAIMS = register(Prompt(
                  "answer": "他是出生于德国的理论物理学家，以相对论闻名。"},
                 {"claims": ["爱因斯坦是出生于德国的理论物理学家。", "爱因斯坦以相对论闻名。"]})],
     },
-))
+)
 
-SUPPORT_OPTION = register(Prompt(
+SUPPORT_OPTION = Prompt(
     name="support_option",
     system=YES_NO,
     template={
@@ -49,9 +49,9 @@ SUPPORT_OPTION = register(Prompt(
         "zh": ("上下文：\n{premise}\n\n陈述：{hypothesis}\n\n"
                "该陈述是否完全得到上下文的支持？回答 Yes 或 No。"),
     },
-))
+)
 
-SUPPORT_VERDICTS = register(Prompt(
+SUPPORT_VERDICTS = Prompt(
     name="support_verdicts",
     system=JSON_ONLY,
     template={
@@ -67,11 +67,11 @@ SUPPORT_VERDICTS = register(Prompt(
         "type": "array", "items": {"type": "object", "required": ["supported"], "properties": {
             "statement": {"type": "string"}, "reason": {"type": "string"},
             "supported": {"type": "boolean"}, "chunk": {"type": ["integer", "null"]}}}}}},
-))
+)
 
 # A short answer checked whole is judged as an answer to its question: "Tampa, Florida" or "yes, in
 # 1998" state nothing on their own.
-ANSWER_SUPPORT_OPTION = register(Prompt(
+ANSWER_SUPPORT_OPTION = Prompt(
     name="answer_support_option",
     system=YES_NO,
     template={
@@ -80,11 +80,11 @@ ANSWER_SUPPORT_OPTION = register(Prompt(
         "zh": ("上下文：\n{premise}\n\n问题：{question}\n回答：{hypothesis}\n\n"
                "该回答是否完全得到上下文的支持？回答 Yes 或 No。"),
     },
-))
+)
 
 # context_recall: a sentence of the reference is judged as an answer to the question (Ragas' context
 # recall prompt has the question too): a reference like "January 2021" is no statement on its own.
-ATTRIBUTION_OPTION = register(Prompt(
+ATTRIBUTION_OPTION = Prompt(
     name="attribution_option",
     system=YES_NO,
     template={
@@ -93,9 +93,9 @@ ATTRIBUTION_OPTION = register(Prompt(
         "zh": ("上下文：\n{premise}\n\n问题：{question}\n参考答案中的句子：{hypothesis}\n\n"
                "作为该问题的回答，这句话能否归因于上下文？回答 Yes 或 No。"),
     },
-))
+)
 
-ATTRIBUTION_VERDICTS = register(Prompt(
+ATTRIBUTION_VERDICTS = Prompt(
     name="attribution_verdicts",
     system=JSON_ONLY,
     template={
@@ -109,9 +109,9 @@ ATTRIBUTION_VERDICTS = register(Prompt(
                'JSON：{{"verdicts": [{{"statement": "...", "reason": "...", "supported": true, "chunk": 1}}]}}'),
     },
     schema=SUPPORT_VERDICTS.schema,
-))
+)
 
-QUESTIONS = register(Prompt(
+QUESTIONS = Prompt(
     name="questions",
     system=JSON_ONLY,
     template={
@@ -136,9 +136,9 @@ QUESTIONS = register(Prompt(
         "zh": [({"n": 2, "answer": "爱因斯坦出生于德国。"},
                 {"noncommittal": False, "questions": ["爱因斯坦出生在哪里？", "爱因斯坦出生于哪个国家？"]})],
     },
-))
+)
 
-RELEVANT_SENTENCES = register(Prompt(
+RELEVANT_SENTENCES = Prompt(
     name="relevant_sentences",
     system=JSON_ONLY,
     template={
@@ -152,9 +152,9 @@ RELEVANT_SENTENCES = register(Prompt(
     },
     schema={"type": "object", "required": ["sentences"],
             "properties": {"sentences": {"type": "array", "items": {"type": "string"}}}},
-))
+)
 
-CHUNK_USEFUL_OPTION = register(Prompt(
+CHUNK_USEFUL_OPTION = Prompt(
     name="chunk_useful_option",
     system=YES_NO,
     template={
@@ -163,9 +163,9 @@ CHUNK_USEFUL_OPTION = register(Prompt(
         "zh": ("问题：{question}\n答案：{answer}\n上下文：{context}\n\n"
                "这段上下文对得出给定答案是否有用？回答 Yes 或 No。"),
     },
-))
+)
 
-CHUNK_USEFUL = register(Prompt(
+CHUNK_USEFUL = Prompt(
     name="chunk_useful",
     system=JSON_ONLY,
     template={
@@ -178,9 +178,9 @@ CHUNK_USEFUL = register(Prompt(
     },
     schema={"type": "object", "required": ["useful"],
             "properties": {"reason": {"type": "string"}, "useful": {"type": "boolean"}}},
-))
+)
 
-ENTITIES = register(Prompt(
+ENTITIES = Prompt(
     name="entities",
     system=JSON_ONLY,
     template={
@@ -199,9 +199,9 @@ ENTITIES = register(Prompt(
         "zh": [({"text": "埃菲尔铁塔位于法国巴黎，于1889年为世界博览会建成。"},
                 {"entities": ["埃菲尔铁塔", "法国", "巴黎", "1889年", "世界博览会"]})],
     },
-))
+)
 
-RUBRIC_OPTION = register(Prompt(
+RUBRIC_OPTION = Prompt(
     name="rubric_option",
     system={"en": "You are a meticulous evaluator. Answer with a single digit from 1 to 5.",
             "zh": "你是一名严谨的评估员。只用 1 到 5 之间的一个数字回答。"},
@@ -211,9 +211,9 @@ RUBRIC_OPTION = register(Prompt(
         "zh": ("按照评分标准给回答打分。\n评分标准：\n{rubric}\n\n问题：{question}\n回答：{answer}\n"
                "{reference_block}分数（1-5）："),
     },
-))
+)
 
-RUBRIC = register(Prompt(
+RUBRIC = Prompt(
     name="rubric",
     system=JSON_ONLY,
     template={
@@ -226,7 +226,7 @@ RUBRIC = register(Prompt(
     },
     schema={"type": "object", "required": ["score"], "properties": {
         "feedback": {"type": "string"}, "score": {"type": "integer", "enum": [1, 2, 3, 4, 5]}}},
-))
+)
 
 REPAIR = {
     "en": "Your reply could not be used: {problem}. Reply again with only the corrected JSON.",
@@ -254,7 +254,7 @@ DEFAULT_RUBRICS = {
 # A follow-up question rewritten to stand alone ("when was he born?" -> "when was Shakespeare born?"), once
 # per sample, for every metric that reads the question (EvalSettings.history "rewrite" / "both"). The
 # conversation is shown before the question by Prompt.render.
-STANDALONE_QUESTION = register(Prompt(
+STANDALONE_QUESTION = Prompt(
     name="standalone_question",
     system=JSON_ONLY,
     template={
@@ -269,4 +269,4 @@ STANDALONE_QUESTION = register(Prompt(
                'JSON：{{"question": "..."}}'),
     },
     schema={"type": "object", "required": ["question"], "properties": {"question": {"type": "string"}}},
-))
+)

@@ -16,7 +16,7 @@ Two groups:
 
 from __future__ import annotations
 
-from offline_eval.prompts.base import Prompt, register
+from offline_eval.prompts.base import Prompt
 from offline_eval.prompts.ragas import JSON_ONLY
 
 LABELS = ("Relevant", "Wrong", "Irrelevant")
@@ -27,7 +27,7 @@ UNABLE = "Unable to answer"
 UNABLE_ANSWER = {"en": "Unable to answer", "zh": "无法回答"}
 
 # --------------------------------------------------------------------------------- key points
-KEYPOINTS = register(Prompt(
+KEYPOINTS = Prompt(
     name="rageval_keypoints",
     system={"en": "You are an expert at extracting the key points of an answer. Reply with JSON only.",
             "zh": "你是一位擅长提炼回答要点的专家。只用 JSON 回答。"},
@@ -68,7 +68,7 @@ KEYPOINTS = register(Prompt(
                ({"max_points": 5, "question": "华夏娱乐有限公司1990年的收入是多少？", "ground_truth": "无法回答。"},
                 {"keypoints": ["Unable to answer"]})],
     },
-))
+)
 
 _DEFINITIONS = {
     "en": ("Relevant: the answer contains the key point's essential information and agrees with it "
@@ -85,7 +85,7 @@ _DEFINITIONS = {
            "不影响回答问题的细节缺失属于 Irrelevant 而不是 Wrong。如果要点是 \"Unable to answer\"，拒绝回答的回答算 Relevant。"),
 }
 
-KEYPOINT_LABELS = register(Prompt(
+KEYPOINT_LABELS = Prompt(
     name="rageval_keypoint_labels",
     system=JSON_ONLY,
     template={
@@ -127,9 +127,9 @@ KEYPOINT_LABELS = register(Prompt(
                     {"keypoint": "收入同比下降21.6%。", "analysis": "回答说下降20.7%，与21.6%矛盾。", "label": "Wrong"},
                     {"keypoint": "下降原因是基金销量下滑。", "analysis": "回答没有提到下降原因。", "label": "Irrelevant"}]})],
     },
-))
+)
 
-KEYPOINT_OPTION = register(Prompt(
+KEYPOINT_OPTION = Prompt(
     name="rageval_keypoint_option",
     system={"en": "You are a meticulous evaluator. Answer with a single letter: A, B or C.",
             "zh": "你是一名严谨的评估员。只用一个字母回答：A、B 或 C。"},
@@ -145,10 +145,10 @@ KEYPOINT_OPTION = register(Prompt(
                "就这条要点而言，回答是 A = Relevant（相关且一致）、B = Wrong（错误）还是 C = Irrelevant（不相关）？"
                "回答 A、B 或 C。"),
     },
-))
+)
 
 # ------------------------------------------------------------------------ test-set generation
-TS_SCHEMA = register(Prompt(
+TS_SCHEMA = Prompt(
     name="rageval_ts_schema",
     system=JSON_ONLY,
     template={
@@ -164,13 +164,13 @@ TS_SCHEMA = register(Prompt(
     schema={"type": "object", "required": ["fields"], "properties": {"fields": {
         "type": "array", "minItems": 1, "items": {"type": "object", "required": ["name"], "properties": {
             "name": {"type": "string"}, "description": {"type": "string"}}}}}},
-))
+)
 
 _FACTS_SCHEMA = {"type": "object", "required": ["facts"], "properties": {"facts": {
     "type": "array", "items": {"type": "object", "required": ["field", "value"], "properties": {
         "field": {"type": "string"}, "value": {"type": ["string", "number"]}}}}}}
 
-TS_SYNTH_CONFIG = register(Prompt(
+TS_SYNTH_CONFIG = Prompt(
     name="rageval_ts_synth_config",
     system=JSON_ONLY,
     template={
@@ -183,9 +183,9 @@ TS_SYNTH_CONFIG = register(Prompt(
                'JSON：{{"facts": [{{"field": "...", "value": "..."}}]}}'),
     },
     schema=_FACTS_SCHEMA,
-))
+)
 
-TS_SYNTH_DOC = register(Prompt(
+TS_SYNTH_DOC = Prompt(
     name="rageval_ts_synth_doc",
     system={"en": "You are a professional writer of domain documents.",
             "zh": "你是一名专业的领域文档撰写者。"},
@@ -196,7 +196,7 @@ TS_SYNTH_DOC = register(Prompt(
         "zh": ("写一篇这种类型（{kind}）的真实风格文档，用完整的句子写出下面配置中的每一条事实，不要加入矛盾的事实。"
                "纯文本，不用 Markdown 标题，约 400 字。\n配置：\n{facts}\n文档："),
     },
-))
+)
 
 # One question per judge call, written from evidence sentences the code picked out of the
 # document(s) for the type (offline_eval/testset/evidence.py): the references are those sentences,
@@ -338,14 +338,14 @@ def _question_prompt(qtype: str) -> Prompt:
         subject, shown, output = _EXAMPLES[qtype][lang]
         ordered = {k: output[k] for k in ("answer", "question") if k in output}
         examples[lang] = [({"subject": subject, "sentences": shown}, ordered)]
-    return register(Prompt(
+    return Prompt(
         name=f"rageval_ts_question_{qtype}",
         system=_QUESTION_SYSTEM,
         template=templates,
         schema=_UNANSWERABLE_SCHEMA if qtype == "unanswerable" else _QUESTION_SCHEMA,
         examples=examples,
         examples_as_turns=True,
-    ))
+    )
 
 
 TS_QUESTION: dict[str, Prompt] = {qtype: _question_prompt(qtype) for qtype in _TASKS}

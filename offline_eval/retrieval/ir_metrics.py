@@ -125,14 +125,3 @@ def query_metrics(ranking: Sequence[str], judgements: Mapping[str, int],
         out[f"ndcg@{k}"] = dcg / idcg if idcg > 0 else 0.0
         out[f"map@{k}"] = ap / n_rel
     return out
-
-
-def evaluate_run(run: Mapping[str, Sequence[str]], qrels: Qrels,
-                 ks: Sequence[int]) -> dict[str, dict[str, float]]:
-    """Per-query metrics for every query of ``run`` that has a relevant document in ``qrels``."""
-    out = {}
-    for qid, ranking in run.items():
-        scores = query_metrics(dedupe(ranking), qrels.get(qid, {}), ks)
-        if scores is not None:
-            out[qid] = scores
-    return out

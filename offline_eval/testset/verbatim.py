@@ -55,9 +55,3 @@ def locate(reference: str, document: str) -> str | None:
         if pos >= 0:
             return document[offsets[pos]:offsets[pos + len(needle) - 1] + 1]
     return None
-
-
-def is_verbatim(reference: str, document: str) -> bool:
-    """True when ``reference`` occurs in ``document`` up to whitespace."""
-    needle = normalise_space(reference)
-    return bool(needle) and needle in normalise_space(document)

@@ -10,7 +10,6 @@ from offline_eval.text import (
     normalize_language,
     rouge_sentences,
     split_sentences,
-    tokenize_for_rouge,
 )
 
 
@@ -138,12 +137,12 @@ def test_count_units_chinese_counts_every_character() -> None:
 # ------------------------------------------------------------------ ROUGE tokens
 
 def test_rouge_tokens_english_keep_punctuation() -> None:
-    assert tokenize_for_rouge("In January 2021.  It rose.", "en") == [
-        "In", "January", "2021.", "It", "rose."]
+    assert rouge_sentences("In January 2021.  It rose.", "en") == [
+        ["In", "January", "2021.", "It", "rose."]]
 
 
 def test_rouge_tokens_chinese_use_jieba_words() -> None:
-    assert tokenize_for_rouge("我爱北京天安门。", "zh") == ["我", "爱", "北京", "天安门", "。"]
+    assert rouge_sentences("我爱北京天安门。", "zh") == [["我", "爱", "北京", "天安门", "。"]]
 
 
 def test_rouge_sentences_cut_after_chinese_punctuation() -> None:

@@ -133,9 +133,7 @@ def test_a_engine_arguments_are_accepted_by_vllm(seen: dict[str, Any], judge_fol
 
 
 def test_b_every_sampling_params_is_built_and_verified_by_vllm(seen: dict[str, Any]) -> None:
-    import offline_eval.prompts.ragas  # noqa: F401  (each prompt module registers its prompts)
-    import offline_eval.prompts.rageval  # noqa: F401
-    from offline_eval.prompts.base import _REGISTRY
+    from tests.runtime.vllm_side import project_prompts
 
     assert "schemas" not in seen, seen.get("schemas")  # collecting the metrics' schemas failed
     sampling = _section(seen, "sampling")
@@ -147,7 +145,7 @@ def test_b_every_sampling_params_is_built_and_verified_by_vllm(seen: dict[str, A
     assert sampled["sampling_type"] == "RANDOM_SEED" and (sampled["n"], sampled["seed"]) == (3, 9)
     assert options["sampling_type"] == "GREEDY" and (options["max_tokens"], options["logprobs"]) == (1, 20)
 
-    with_schema = {name for name, prompt in _REGISTRY.items() if prompt.schema is not None}
+    with_schema = {name for name, prompt in project_prompts().items() if prompt.schema is not None}
     schemas = sampling["schemas"]
     assert {name.split("[")[0] for name in schemas} == with_schema  # every schema a metric can send
     assert any("[verdicts=3]" in name for name in schemas) and any("[keypoints=3]" in name for name in schemas)

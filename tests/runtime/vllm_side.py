@@ -213,16 +213,27 @@ def engine_report(engine: StandInEngine, call: dict[str, Any], judge: Any) -> di
     }
 
 
+def project_prompts() -> dict[str, Any]:
+    """Every prompt of the prompt modules, by name: each module-level ``Prompt`` and each in a module-level dict."""
+    import offline_eval.prompts.ragas
+    import offline_eval.prompts.rageval
+    from offline_eval.prompts.base import Prompt
+
+    found: dict[str, Any] = {}
+    for module in (offline_eval.prompts.ragas, offline_eval.prompts.rageval):
+        for value in vars(module).values():
+            for prompt in value.values() if isinstance(value, dict) else (value,):
+                if isinstance(prompt, Prompt):
+                    found[prompt.name] = prompt
+    return found
+
+
 def project_schemas() -> dict[str, str]:
     """Every JSON schema the metrics send, as they send it (canonical JSON): each prompt's own and, for each list
     of verdicts or keypoints, an exact-count variant (``minItems == maxItems``) like those judging.py and
     keypoints.py derive for a part of ``len(part)`` statements."""
-    import offline_eval.prompts.ragas  # noqa: F401  (registers the prompts)
-    import offline_eval.prompts.rageval  # noqa: F401
-    from offline_eval.prompts.base import _REGISTRY
-
     schemas: dict[str, str] = {}
-    for name, prompt in sorted(_REGISTRY.items()):
+    for name, prompt in sorted(project_prompts().items()):
         if prompt.schema is None:
             continue
         schemas[name] = json.dumps(prompt.schema, sort_keys=True)

@@ -17,7 +17,7 @@ from offline_eval.runtime.scripted import ScriptedJudge
 from offline_eval.testset import QUESTION_TYPES
 from offline_eval.testset import evidence
 from offline_eval.testset.pipeline import GenerateOptions, SourceDoc, generate_testset, plan_slots, window
-from offline_eval.testset.verbatim import is_verbatim, locate, normalise_space
+from offline_eval.testset.verbatim import locate, normalise_space
 from tests.helpers import models
 
 ACME = ("Acme Corp was founded in 2001 in Berlin.\n"
@@ -94,7 +94,7 @@ def test_verbatim_locate_returns_the_documents_own_span():
     assert locate("“In June 2020 Acme opened a factory.”", doc) == "In June 2020 Acme opened\na factory."
     assert locate("In June 2021 Acme opened a factory.", doc) is None
     assert locate("   ", doc) is None
-    assert is_verbatim("opened a  factory", doc) and not is_verbatim("opened the factory", doc)
+    assert locate("opened a  factory", doc) == "opened\na factory" and locate("opened the factory", doc) is None
 
 
 def test_evidence_sentences_skip_markup_and_fragments():
