@@ -27,8 +27,8 @@ The intervals are for the rate over the run's N rows (what the experts would say
 the labelled rows being a simple random sample of them. That is a finite population, so both intervals
 carry the finite-population correction: labelling every row leaves no uncertainty, and a quarter of
 the rows labelled is not treated as a sample from an endless stream (that would over-cover). Labels
-only: Wilson's score interval, because with tens of labels and rates near 0 or 1 (people said yes to
-82% of EVOUNA's answers) the normal interval undercovers and collapses to a point when every label
+only: Wilson's score interval, because with tens of labels and rates near 0 or 1 (common among the
+shared labelled sets: docs/estimate.md, "The estimator") the normal interval undercovers and collapses to a point when every label
 agrees. PPI: the same score form (:func:`ppi_mean`): the estimate equals the difference estimator
 mean_L(Y - b·g) + b·mean_N(g), b = lambda·N/N_U, whose variance (1 - n/N)·S²/n is written with the 0/1
 label's variance theta·(1 - theta) at the rate being tested, and inverted as Wilson's is; with lambda = 0

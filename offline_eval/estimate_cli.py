@@ -136,8 +136,8 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
                                                        "judge_mean, labels_only, ppi, ...}}")
     p.add_argument("--prediction", choices=["raw", "calibrated"],
                    help="PPI's prediction: the judge's score itself (raw, the default), or the score through a "
-                        "Platt map cross-fitted on the labels (calibrated: narrower, but its interval covered "
-                        "less than 93%% on one shared set; docs/estimate.md)")
+                        "Platt map cross-fitted on the labels (calibrated: narrower, but on one shared set its "
+                        "interval covered less than it promises; docs/estimate.md, \"Measured\")")
     p.add_argument("--any-run", action="store_true",
                    help="use labels given on another run too (their 'run' fingerprint differs: another judge or "
                         "settings on the same samples); without it they are left out and counted")

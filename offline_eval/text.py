@@ -43,13 +43,12 @@ _CUT_SENT_RULES: tuple[tuple[re.Pattern[str], str], ...] = (
 # pysbd is quadratic in the length of the text it segments, for two reasons: its numbered-list rule
 # (``ListItemReplacer.scan_lists``) rewrites the whole text once per list item found anywhere in it
 # (``Doc 1.``, ``2.``...), and its span matching (``Segmenter.sentences_with_char_spans``) searches
-# every sentence from the start of the text. Measured on RAGEval answers: twice the text took several
-# times as long, and a 5 MB context hours. Texts up to PYSBD_WHOLE_CHARS (more than every text of the parity
-# fixtures: RAGEval's at most 3.8k, DragonBall's documents at most 16k) are segmented whole, exactly
-# as the reference does; a longer one PYSBD_PIECE_CHARS new characters at a time (see
-# _segment_in_pieces). Within a piece the list rule is still quadratic, so smaller pieces win on
-# list-heavy text and lose on prose to pysbd's cost per call; 2,000 was the best of 1,000-10,000
-# on answers, documents and lists.
+# every sentence from the start of the text, so a long context would take hours. Texts up to
+# PYSBD_WHOLE_CHARS (more than every text of the parity fixtures: RAGEval's at most 3.8k, DragonBall's
+# documents at most 16k) are segmented whole, exactly as the reference does; a longer one
+# PYSBD_PIECE_CHARS new characters at a time (see _segment_in_pieces). Within a piece the list rule is
+# still quadratic, so smaller pieces win on list-heavy text and lose on prose to pysbd's cost per
+# call; the piece size is the fastest of those tried (docs/verification.md, "Where it is verified").
 PYSBD_WHOLE_CHARS = 20_000
 PYSBD_PIECE_CHARS = 2_000
 # A piece is grown (doubled) up to this size while pysbd finds too few sentences in it; a text with

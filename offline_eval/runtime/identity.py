@@ -2,7 +2,7 @@
 
 Cached answers are keyed on a model's identity, so the identity must change whenever the model
 does (a fine-tuned checkpoint saved over the old one, one flipped byte) and never otherwise (a move,
-a calibration file written beside the weights). Hashing a 15 GB folder takes a minute, so each file's
+a calibration file written beside the weights). Hashing reads every byte of the weights, so each file's
 sha256 is computed once and remembered against what ``stat`` says of it (path, size, mtime, ctime,
 inode); a later run pays one ``stat`` per file. ``ctime`` cannot be set back by a user (``touch``
 sets only mtime), so a rewritten file is always hashed again.

@@ -79,10 +79,10 @@ from offline_eval.runtime.registry import BackendUnavailable
 MIN_SHARED_PREFIX = 16
 
 # Positions a forward call over prompt tails may hold (packed: the rows' tokens; padded: rows x the
-# longest tail): enough rows for the matrix products to run near the CPU's full speed (on an AVX2
-# EPYC, 16 rows of the bench judge's MLP run at a quarter of the speed of 512, 157 rows at 60%),
-# while the prefix caches copied to every padded row stay within what a group of the batch's prompts
-# sharing the longest prefix would take.
+# longest tail): enough rows for the matrix products to run near the CPU's full speed (a product of a
+# few dozen rows runs at a fraction of it: docs/measurements.md, "The default faithfulness at 64 rows
+# against the start"), while the prefix caches copied to every padded row stay within what a group of
+# the batch's prompts sharing the longest prefix would take.
 TAIL_POSITIONS = 1024
 
 

@@ -1,8 +1,10 @@
-"""Words that age well: no docstring or comment in offline_eval/ points to an issue or a SPEC section.
+"""Words that age well: no docstring or comment in offline_eval/ points to an issue or a SPEC section,
+and no line of it names the machine a figure was measured on.
 
 Neither the issue tracker nor the SPEC travels with the code, so "(issue #20)" or "SPEC §2" tells a
 reader of the package nothing; the reasoning they stood for is written out where it is used, and
-measured figures live in docs/ and benchmarks/results/, which the comments name instead.
+measured figures live in docs/ and benchmarks/results/, which the comments name instead. A CPU or GPU
+model in the package ("on an AVX2 EPYC, ...") is the sign of such a figure: the code runs on any machine.
 """
 
 from __future__ import annotations
@@ -22,6 +24,9 @@ PACKAGE = Path(__file__).resolve().parents[2] / "offline_eval"
 ISSUE = re.compile(r"\b(?:issues?|PR|pull request)\s*#?\d+\b|(?:^|(?<=[\s(,;]))#\d+(?![\w-])", re.IGNORECASE)
 # "SPEC §2", "SPEC section 6", "spec §1.2"; a paper's section ("the M3 paper, §3.2") is a public source.
 SPEC = re.compile(r"(?-i:\bSPEC\b)|\bspec(?:ification)?\s*(?:§|section\s*\d)", re.IGNORECASE)
+# CPU and GPU models a benchmark names its machine by; instruction sets (AVX-512, AMX) are not machines.
+MACHINE = re.compile(r"\b(?:EPYC|Xeon|Ryzen|Threadripper|Graviton|Neoverse|Core i[3579]|Apple M\d"
+                     r"|[AHV]100|A10G?|H200|B200|L4|L40S?|T4|RTX\s?\d{4}|GTX\s?\d{3,4})\b")
 
 
 def _comments_and_docstrings(source: str) -> list[tuple[int, str]]:
@@ -61,3 +66,24 @@ def test_the_check_finds_a_pointer(text):
                                   "docs/measurements.md, \"A run beside busy loops\""])
 def test_the_check_leaves_ordinary_words(text):
     assert not _pointers(text)
+
+
+def test_no_line_of_the_package_names_a_machine():
+    offenders = [f"{path.relative_to(PACKAGE.parent)}:{number}: {line.strip()!r}"
+                 for path in sorted(PACKAGE.rglob("*.py"))
+                 for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1)
+                 if MACHINE.search(line)]
+    assert not offenders, "a measured figure belongs in docs/measurements.md, named by its section:\n" + "\n".join(
+        offenders)
+
+
+@pytest.mark.parametrize("text", ["on an AVX2 EPYC, 16 rows", "Intel Xeon", "an NVIDIA H100", "an RTX 4090",
+                                  "a T4", "an A100 80GB"])
+def test_the_machine_check_finds_a_machine(text):
+    assert MACHINE.search(text)
+
+
+@pytest.mark.parametrize("text", ["AVX-512 and later", "AVX2 without AVX-512", "AMX", "a 95% interval",
+                                  "x100", "B1234", "top_p", "H1"])
+def test_the_machine_check_leaves_ordinary_words(text):
+    assert not MACHINE.search(text)
