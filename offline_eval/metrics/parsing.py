@@ -13,6 +13,8 @@ import json
 import re
 from typing import Any
 
+from offline_eval.json_scan import balanced_spans
+
 _FENCE = re.compile(r"```(?:json|JSON)?\s*(.*?)```", re.S)
 _TRAILING_COMMA = re.compile(r",\s*([}\]])")
 # Deeper than any answer a prompt asks for, and far below the parsers' recursion limit (json and ast
@@ -30,35 +32,6 @@ def _depth(text: str) -> int:
         elif c in "}]" and depth:
             depth -= 1
     return deepest
-
-
-def _balanced_spans(text: str):
-    """Yield substrings starting at each '{' or '[' up to its matching bracket (string-aware)."""
-    for start, ch in enumerate(text):
-        if ch not in "{[":
-            continue
-        stack, quote, escape = [], None, False
-        for end in range(start, len(text)):
-            c = text[end]
-            if quote:
-                if escape:
-                    escape = False
-                elif c == "\\":
-                    escape = True
-                elif c == quote:
-                    quote = None
-                continue
-            if c in "\"'":
-                quote = c
-            elif c in "{[":
-                stack.append("}" if c == "{" else "]")
-            elif c in "}]":
-                if not stack or stack.pop() != c:
-                    break
-                if not stack:
-                    yield text[start:end + 1]
-                    break
-        # only the first opening bracket that closes matters for most outputs, but keep trying
 
 
 def _loads(candidate: str) -> Any:
@@ -95,7 +68,7 @@ def extract_json(text: str) -> tuple[Any, str | None]:
             return _loads(candidate.strip()), None
         except ValueError:
             pass
-        for span in _balanced_spans(candidate):
+        for span in balanced_spans(candidate):
             try:
                 return _loads(span), None
             except ValueError:

@@ -297,27 +297,3 @@ def option_probs_from_top_strings(
             found[matches[0]].setdefault(token, lp)
     per_option = {o: logsumexp(v.values()) if v else floor for o, v in found.items()}
     return normalise_logprobs(per_option)
-
-
-def json_value_closed(text: str) -> bool:
-    """True once ``text`` holds a complete top-level JSON object or array (string-aware scan)."""
-    depth, quote, escape, started = 0, None, False, False
-    for c in text:
-        if quote:
-            if escape:
-                escape = False
-            elif c == "\\":
-                escape = True
-            elif c == quote:
-                quote = None
-            continue
-        if c == '"' and started:
-            quote = c
-        elif c in "{[":
-            depth += 1
-            started = True
-        elif c in "}]" and started:
-            depth -= 1
-            if depth == 0:
-                return True
-    return False

@@ -66,6 +66,7 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from offline_eval.engine.requests import Generate, ScoreOptions
+from offline_eval.json_scan import json_value_closed
 from offline_eval.runtime import chat
 from offline_eval.runtime.batch_invariance import (PackedRows, float32_matmuls_pay, last_layer_at_ends,
                                                    on_boundary, use_batch_invariant_kernels)
@@ -842,7 +843,7 @@ class TransformersJudge(Backend):
                     produced[i].append(tok)
                     if len(produced[i]) >= rows[i].limit:
                         finished[i] = True
-                    elif rows[i].stop_at_json_end and tok in closers and chat.json_value_closed(
+                    elif rows[i].stop_at_json_end and tok in closers and json_value_closed(
                             self.tokenizer.decode(produced[i], skip_special_tokens=True)):
                         finished[i] = True  # what follows a closed JSON value is never read
                     else:

@@ -483,7 +483,7 @@ def test_thinking_disabled_in_templates_that_support_it() -> None:
 
 
 def test_schema_requests_stop_when_the_json_value_closes(model_dir: Path) -> None:
-    from offline_eval.runtime.chat import json_value_closed
+    from offline_eval.json_scan import json_value_closed
 
     assert json_value_closed('{"claims": ["a}", "b"]} trailing prose')
     assert not json_value_closed('{"claims": ["a", ')
