@@ -4,6 +4,10 @@ check claims with a classifier, is it served over HTTP, does it size its own bat
 device, which files its folders hold). Code outside a backend's own module asks its declaration, never
 compares its name. A backend's module is imported only when that backend is asked for, with a clear
 message when the extra that provides its dependency is missing.
+
+The table is written here rather than gathered from the backends' modules because gathering would
+import them, and with them torch or vLLM, to answer what a manifest may set; a test holds that every
+class deriving from ``Backend`` is in it, and that each declared class is defined where it says.
 """
 
 from __future__ import annotations

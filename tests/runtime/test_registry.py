@@ -139,6 +139,18 @@ def test_backends_learn_their_declaration_from_the_registry() -> None:
         assert bases.get(spec.class_name) == ["Backend"], f"{spec.module}.{spec.class_name} derives from Backend"
 
 
+def test_every_backend_class_of_the_package_is_declared() -> None:
+    # the other half of the check above: no class deriving from Backend is left out of the table, so the
+    # table holds every backend without importing a backend's module (and its torch or vLLM) to find it
+    declared = {(spec.module, spec.class_name) for spec in DECLARED_BACKENDS if spec.module}
+    defined = set()
+    for path in sorted(PACKAGE.rglob("*.py")):
+        module = ".".join(path.relative_to(PACKAGE.parent).with_suffix("").parts)
+        defined |= {(module, node.name) for node in ast.parse(path.read_text(encoding="utf-8")).body
+                    if isinstance(node, ast.ClassDef) and "Backend" in [ast.unparse(b) for b in node.bases]}
+    assert defined == declared
+
+
 def test_identities_of_built_backends_are_unchanged() -> None:
     assert HashingEmbedder(dim=8).identity == 'embedder:hashing:{"dim": 8}'
     assert ScriptedVerifier().identity == "verifier:scripted"
