@@ -52,9 +52,10 @@ from pathlib import Path
 from typing import Any, ClassVar, Generator
 
 from offline_eval.data.schema import DataError, Sample
-from offline_eval.engine.requests import ScoreOptions
 from offline_eval.metrics.base import Metric, Score
-from offline_eval.metrics.judging import ASK_STAGES, EMPTY_STATEMENT, JsonAsk, ask_json, corrected
+from offline_eval.metrics.judging import (
+    EMPTY_STATEMENT, VERDICT_STAGES, Verdicts, expected_grade, most_likely, option_verdict,
+)
 from offline_eval.metrics.settings import EvalSettings
 from offline_eval.prompts.base import Prompt
 from offline_eval.prompts.ragas import JSON_ONLY, YES_NO
@@ -91,6 +92,12 @@ class Criterion:
     @property
     def metric_name(self) -> str:
         return PREFIX + self.name
+
+    @property
+    def item(self) -> str:
+        """The field the verdict is on: the answer (the lean correction's probe leaves it empty), else
+        the last field it reads."""
+        return "answer" if "answer" in self.reads else self.reads[-1]
 
     @property
     def options(self) -> tuple[str, ...]:
@@ -221,37 +228,38 @@ class CriterionMetric(Metric):
 
     criterion: ClassVar[Criterion]
     roles = frozenset({"judge"})
-    most_steps = ASK_STAGES  # option probabilities take one
+    most_steps = VERDICT_STAGES
 
     def config(self) -> dict[str, Any]:
         return {"criterion": self.criterion.to_dict()}
 
     def score(self, sample: Sample, settings: EvalSettings) -> Generator[Any, Any, Score]:
-        language = settings.language_for(sample)
-        prompt = criterion_prompt(self.criterion, language, settings.verdicts == "generate")
-        values = _values(self.criterion, sample, language)
-        if settings.verdicts == "generate":
-            answer = yield from ask_json(JsonAsk(prompt, language, values), settings)
-            return self._from_verdict(answer.value)
-        asks = [ScoreOptions(prompt=prompt.render(language, **values), options=self.criterion.options)]
-        if self.criterion.lean_correction:  # the same prompt with the answer left empty: the contexts' own lean
-            asks.append(ScoreOptions(prompt=prompt.render(language, **{**values, "answer": EMPTY_STATEMENT}),
-                                     options=self.criterion.options))
-        probs = yield asks
-        return self._from_probabilities(probs[0], probs[1] if len(probs) > 1 else None, settings)
+        """The criterion's :class:`~offline_eval.metrics.judging.Verdicts` on the sample: option
+        probabilities, with the same prompt asked with the answer left empty (the contexts' own lean)
+        for the lean correction, or a reason and a verdict as JSON."""
+        c, language = self.criterion, settings.language_for(sample)
+        values = _values(c, sample, language)
+        item = values.pop(c.item)
+        verdicts = Verdicts(criterion_prompt(c, language), c.options, criterion_prompt(c, language, True), c.item,
+                            lambda probs, leans: self._from_probabilities(probs, leans, settings),
+                            self._from_verdict, probes=(EMPTY_STATEMENT,) if c.lean_correction else ())
+        [score] = yield from verdicts.judge([item], values, language, settings)
+        return score
 
-    def _from_probabilities(self, probs: Mapping[str, float], lean: Mapping[str, float] | None,
+    def _from_probabilities(self, probs: Mapping[str, float], leans: tuple[Mapping[str, float], ...],
                             settings: EvalSettings) -> Score:
         c = self.criterion
         if not c.grades:
-            p = corrected(probs["Yes"], lean["Yes"] if lean else None, settings.baseline_weight)
-            extra = {"judge_probability": round(probs["Yes"], 6), "baseline": round(lean["Yes"], 6)} if lean else {}
+            verdict = option_verdict(probs, leans, settings)
+            p = verdict.probability
+            extra = {"judge_probability": round(verdict.judge, 6), "baseline": round(verdict.baseline, 6)} \
+                if verdict.baseline is not None else {}
             return Score(p, explanation=f"P(Yes) {p:.2f}", metadata={"probability": round(p, 6), **extra})
-        expected = sum(g * probs[str(g)] for g, _ in c.grades)
-        likely = max(c.grades, key=lambda gd: probs[str(gd[0])])
-        return Score(_scaled(expected, c), explanation=f"expected grade {expected:.2f}; most likely {likely[0]}",
-                     metadata={"expected_grade": round(expected, 6), "most_likely_grade": likely[0],
-                               "grade_description": likely[1],
+        expected = expected_grade(probs, c.options)
+        likely = int(most_likely(probs, c.options))
+        return Score(_scaled(expected, c), explanation=f"expected grade {expected:.2f}; most likely {likely}",
+                     metadata={"expected_grade": round(expected, 6), "most_likely_grade": likely,
+                               "grade_description": dict(c.grades)[likely],
                                "probabilities": {str(g): round(probs[str(g)], 6) for g, _ in c.grades}})
 
     def _from_verdict(self, reply: Mapping[str, Any]) -> Score:

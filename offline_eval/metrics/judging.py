@@ -14,7 +14,7 @@ import json
 import math
 import re
 from dataclasses import dataclass
-from typing import Any, Callable, Generator, Sequence
+from typing import Any, Callable, Generator, Mapping, Sequence
 
 import numpy as np
 
@@ -374,6 +374,81 @@ def corrected(judge: float, baseline: float | None, weight: float) -> float:
     return 1.0 / (1.0 + math.exp(-(_logit(judge) - weight * _logit(baseline))))
 
 
+def option_verdict(probs: Mapping[str, float], leans: Sequence[Mapping[str, float]],
+                   settings: EvalSettings) -> Verdict:
+    """The verdict a yes/no option question gives (:class:`Verdicts`: the item's probabilities and its
+    probes' in): the judge's P(Yes), the lean the first probe measures taken out by
+    ``settings.baseline_weight`` (:func:`corrected`; without a probe, as it is), supported at
+    ``settings.support_threshold``. A verdict on a passage is refused by :func:`refused_if_credulous`."""
+    judge, baseline = float(probs["Yes"]), float(leans[0]["Yes"]) if leans else None
+    p = corrected(judge, baseline, settings.baseline_weight)
+    return Verdict(p, p >= settings.support_threshold, judge=judge, baseline=baseline)
+
+
+def refusal_limit(settings: EvalSettings) -> float:
+    """The P(Yes) above which a control probe (:data:`ABSURD_STATEMENT`, :data:`UNRELATED_PASSAGE`)
+    refuses the verdicts it controls: ``settings.credulity_limit`` with option verdicts; 1, none refused
+    and no probe asked, with JSON verdicts."""
+    return settings.credulity_limit if settings.verdicts == "options" else 1.0
+
+
+def refuses(probe: float, limit: float) -> bool:
+    """Whether a control probe's P(Yes) refuses the verdicts it controls: the judge agrees with what
+    nothing supports, so its yes proves nothing."""
+    return probe > limit
+
+
+def refused_if_credulous(verdict: Verdict, credulity: float, limit: float) -> Verdict:
+    """``verdict`` with the credulity of its passage (its P(Yes) for :data:`ABSURD_STATEMENT`): refused,
+    unsupported with P 0, when that is above ``limit`` (:func:`refuses`), since a passage that agrees
+    with anything is no evidence."""
+    if refuses(credulity, limit):
+        return Verdict(0.0, False, judge=verdict.judge, baseline=verdict.baseline, credulity=credulity,
+                       refused=CREDULOUS_PASSAGE)
+    return dataclasses.replace(verdict, credulity=credulity)
+
+
+# --- verdicts read as a score: each rule once, whichever metric reads them ---------------------------
+def expected_shares(settings: EvalSettings) -> bool:
+    """Whether verdicts are counted by their probabilities (expected shares and counts) rather than by
+    their decisions at the support threshold, by ``settings.verdict_score``."""
+    return settings.verdict_score != "threshold"
+
+
+def share_of(verdicts: Sequence[Verdict], settings: EvalSettings) -> float:
+    """The supported share of ``verdicts``: expected (mean P) or thresholded (:func:`expected_shares`)."""
+    if not expected_shares(settings):
+        return sum(v.supported for v in verdicts) / len(verdicts)
+    return float(np.mean([v.probability for v in verdicts]))
+
+
+def supported_count(verdicts: Sequence[Verdict], settings: EvalSettings) -> float:
+    """How many of ``verdicts`` are supported: expected (the sum of P) or thresholded, as :func:`share_of`."""
+    if not expected_shares(settings):
+        return sum(v.supported for v in verdicts)
+    return sum(v.probability for v in verdicts)
+
+
+def expected_counts(probabilities: Sequence[Mapping[str, float] | None], labels: Sequence[str],
+                    settings: EvalSettings) -> dict[str, float] | None:
+    """The expected count of each label over items judged by options (the sum of its probability), as
+    :func:`share_of` counts supported verdicts; None where shares are thresholded or an item has no
+    probabilities (a JSON verdict), the labels then counted as they are."""
+    if not expected_shares(settings) or any(p is None for p in probabilities):
+        return None
+    return {label: sum(p[label] for p in probabilities) for label in labels}
+
+
+def expected_grade(probs: Mapping[str, float], grades: Sequence[int | str]) -> float:
+    """The probability-weighted grade of a graded option question (``probs`` by each grade's text)."""
+    return sum(int(g) * probs[str(g)] for g in grades)
+
+
+def most_likely(probs: Mapping[str, float], options: Sequence[str]) -> str:
+    """The option of highest probability; of equal ones, the first in ``options``."""
+    return max(options, key=lambda option: probs[option])
+
+
 def support_matrix(premises: Sequence[str], claims: Sequence[str], language: str, settings: EvalSettings,
                    *, numbered: bool = False, question: str | None = None, framing: str = "reference",
                    passages: bool = True) -> Generator[Any, Any, list[list[Verdict]]]:
@@ -399,12 +474,10 @@ def support_matrix(premises: Sequence[str], claims: Sequence[str], language: str
         return [[Verdict(float(p), float(p) >= threshold) for p in (next(it) for _ in claims)]
                 for _ in premises]
     weight = settings.baseline_weight if passages else 0.0
-    credulity_limit = settings.credulity_limit if passages and settings.verdicts == "options" else 1.0
+    credulity_limit = refusal_limit(settings) if passages else 1.0
 
     def from_probs(probs: dict[str, float], leans: tuple[dict[str, float], ...]) -> Verdict:
-        judge, baseline = float(probs["Yes"]), float(leans[0]["Yes"]) if leans else None
-        p = corrected(judge, baseline, weight)
-        return Verdict(p, p >= threshold, judge=judge, baseline=baseline)
+        return option_verdict(probs, leans, settings)
 
     def from_json(item: dict[str, Any]) -> Verdict:
         chunk = item.get("chunk")
@@ -423,11 +496,8 @@ def support_matrix(premises: Sequence[str], claims: Sequence[str], language: str
             credulity_of(premises if credulity_limit < 1.0 else [], language))
     except UnreadableAnswer as failure:
         raise unreadable_verdicts(failure) from None
-    for row, agrees in zip(rows, credulity):  # a passage that agrees with anything is no evidence
-        refused = agrees > credulity_limit
-        row[:] = [Verdict(0.0, False, judge=v.judge, baseline=v.baseline, credulity=agrees,
-                          refused=CREDULOUS_PASSAGE) if refused else dataclasses.replace(v, credulity=agrees)
-                  for v in row]
+    for row, agrees in zip(rows, credulity):
+        row[:] = [refused_if_credulous(v, agrees, credulity_limit) for v in row]
     return rows
 
 
@@ -693,7 +763,7 @@ def support_against_contexts(contexts: Sequence[str], claims: Sequence[str], lan
     out = []
     for n, (chunk, v) in enumerate(best):
         self_support = self_supports.get(n)
-        if self_support is not None and self_support > limit:  # a statement about the grading, not the world
+        if self_support is not None and refuses(self_support, limit):  # about the grading, not the world
             out.append(Verdict(0.0, False, judge=v.judge, baseline=v.baseline, credulity=v.credulity,
                                self_support=self_support, refused=SELF_SUPPORTED))
             continue

@@ -32,7 +32,8 @@ from offline_eval.metrics import register_metric
 from offline_eval.metrics.base import Metric, Score, ScoreGenerator
 from offline_eval.metrics.evidence import Checks
 from offline_eval.metrics.judging import (
-    ASK_STAGES, VERDICT_STAGES, JsonAsk, UnreadableAnswer, Verdicts, ask_json, unreadable_verdicts,
+    ASK_STAGES, VERDICT_STAGES, JsonAsk, UnreadableAnswer, Verdicts, ask_json, expected_counts, most_likely,
+    unreadable_verdicts,
 )
 from offline_eval.metrics.parsing import extract_json
 from offline_eval.metrics.settings import EvalSettings
@@ -121,7 +122,7 @@ def _lenient_labels(raw: str, n: int) -> list[dict[str, Any]] | None:
 def _label_from_probs(probs: dict[str, float], _leans: tuple[dict[str, float], ...]) -> dict[str, Any]:
     named = {LABEL_LETTERS[letter]: round(float(probs[letter]), 6) for letter in LABEL_LETTERS}
     # argmax; an exact tie counts as the neutral Irrelevant (then Wrong before Relevant)
-    label = max(("Irrelevant", "Wrong", "Relevant"), key=lambda name: named[name])
+    label = most_likely(named, ("Irrelevant", "Wrong", "Relevant"))
     return {"label": label, "analysis": "", "probabilities": named}
 
 
@@ -175,9 +176,8 @@ class KeypointMetric(Metric):
         total = len(judged.points)
         counts = {label: judged.count(label) for label in LABELS}
         metadata = {"keypoints": judged.points, "keypoints_source": judged.source, "counts": counts}
-        if settings.verdict_score == "probability" and all("probabilities" in p for p in judged.points):
-            # option verdicts: expected counts, the sum of each label's probability over the key points
-            expected = {label: sum(p["probabilities"][label] for p in judged.points) for label in LABELS}
+        expected = expected_counts([p.get("probabilities") for p in judged.points], LABELS, settings)
+        if expected is not None:
             metadata["expected_counts"] = {k: round(v, 6) for k, v in expected.items()}
             return Score(self.value(expected, total), explanation=self.explain(counts, total)
                          + f" (expected: {expected[self.label]:.2f} {self.label.lower()})", metadata=metadata)

@@ -17,9 +17,10 @@ from offline_eval.metrics import register_metric
 from offline_eval.metrics.base import Metric, Score, ScoreGenerator
 from offline_eval.metrics.evidence import Checks, Columns, Texts
 from offline_eval.metrics.judging import (
-    ASK_STAGES, EMBED_STAGES, STATEMENT_STAGES, SUPPORT_STAGES, VERDICT_STAGES, CREDULOUS_PASSAGE, NONSENSE_CONTROL, SELF_SUPPORTED, UNRELATED_PASSAGE, YES_NO, JsonAsk, Statements, Verdict,
-    Verdicts, answer_statements, ask_json, ask_json_many, credulity_of, embed_texts, parallel, refusals,
-    support_against_contexts, support_matrix,
+    ASK_STAGES, CREDULOUS_PASSAGE, EMBED_STAGES, NONSENSE_CONTROL, SELF_SUPPORTED, STATEMENT_STAGES, SUPPORT_STAGES,
+    UNRELATED_PASSAGE, VERDICT_STAGES, YES_NO, JsonAsk, Statements, Verdict, Verdicts, answer_statements, ask_json,
+    ask_json_many, credulity_of, embed_texts, expected_grade, expected_shares, most_likely, option_verdict, parallel,
+    refusal_limit, refusals, refuses, share_of, support_against_contexts, support_matrix, supported_count,
 )
 from offline_eval.metrics.settings import EvalSettings
 from offline_eval.prompts.ragas import (
@@ -43,13 +44,6 @@ class SampleMetric(Metric):
 
 # --- faithfulness ---------------------------------------------------------------------------------
 PROBABILITY = ("probability", "p={:.2f}")  # a verdict's P(yes), shown beside it
-
-
-def share_of(verdicts: list[Verdict], settings: EvalSettings) -> float:
-    """The supported share of ``verdicts``: expected (mean P) or thresholded, by ``settings.verdict_score``."""
-    if settings.verdict_score == "threshold":
-        return sum(v.supported for v in verdicts) / len(verdicts)
-    return float(np.mean([v.probability for v in verdicts]))
 
 
 @register_metric
@@ -83,7 +77,7 @@ class Faithfulness(SampleMetric):
             explanation = f"the answer, checked whole, is {'' if supported else 'not '}supported by the contexts"
         else:
             explanation = f"{supported} of {len(claims)} claims supported by the contexts"
-        if settings.verdict_score != "threshold":
+        if expected_shares(settings):
             explanation += f" (mean P(supported) {mean_p:.3f})"
         explanation += refusals(verdicts)
         return Score(share_of(verdicts, settings), explanation=explanation,
@@ -226,14 +220,16 @@ class ContextPrecision(SampleMetric):
     target_field: ClassVar[str] = "ground_truth"
 
     def compute(self, sample, settings, lang):
+        def from_probs(probs, _leans):  # the chunk's own lean is no lean to take out here
+            verdict = option_verdict(probs, (), settings)
+            return {"useful": verdict.supported, "probability": round(verdict.probability, 6)}
+
         usefulness = Verdicts(
-            CHUNK_USEFUL_OPTION, YES_NO, CHUNK_USEFUL, "context",
-            lambda probs, _leans: {"useful": probs["Yes"] >= settings.support_threshold,
-                                  "probability": round(probs["Yes"], 6)},
+            CHUNK_USEFUL_OPTION, YES_NO, CHUNK_USEFUL, "context", from_probs,
             lambda reply: {"useful": bool(reply["useful"]), "probability": float(bool(reply["useful"])),
                            "reason": reply.get("reason", "")})
         values = {"question": sample.question, "answer": getattr(sample, self.target_field)}
-        limit = settings.credulity_limit if settings.verdicts == "options" else 1.0
+        limit = refusal_limit(settings)
         probes = limit < 1.0
         # beside the chunks: each chunk's credulity, and whether an unrelated passage "helps" reach this
         # answer (an answer carrying an instruction to the grader makes every chunk look useful), asked
@@ -244,11 +240,12 @@ class ContextPrecision(SampleMetric):
             credulity_of(sample.contexts if probes else [], lang),
             usefulness.judge([UNRELATED_PASSAGE[lang]] if probes else [], alone, lang, settings))
         self_support = unrelated[0]["probability"] if probes else None
+        any_helps = self_support is not None and refuses(self_support, limit)  # the target is no answer
         for verdict, agrees in zip(got, credulity):  # a chunk that agrees with anything is no help either
             verdict["credulity"] = round(agrees, 6)
-            if agrees > limit:
+            if refuses(agrees, limit):
                 verdict.update(useful=False, refused=CREDULOUS_PASSAGE)
-        if self_support is not None and self_support > limit:  # any passage "helps": the target is no answer
+        if any_helps:
             for verdict in got:
                 verdict.update(useful=False, refused=verdict.get("refused", SELF_SUPPORTED),
                                self_support=round(self_support, 6))
@@ -257,7 +254,7 @@ class ContextPrecision(SampleMetric):
         credulous = sum(d.get("refused") == CREDULOUS_PASSAGE for d in details)
         notes = [f"{credulous} counted as not useful because the judge says they also support {NONSENSE_CONTROL}, "
                  "so its yes proves nothing"] if credulous else []
-        if self_support is not None and self_support > limit:
+        if any_helps:
             notes.append(f"an unrelated passage helps reach the {self.target_field.replace('_', ' ')} "
                          f"too (P {self_support:.2f}), so the judge's yes proves nothing: no chunk counted as useful")
         return Score(average_precision(flags), explanation=f"{sum(flags)} of {len(flags)} chunks useful"
@@ -388,11 +385,10 @@ class AnswerCorrectness(SampleMetric):
         tp = [c for c, v in zip(a.texts, in_reference[0]) if v.supported]
         fp = [c for c, v in zip(a.texts, in_reference[0]) if not v.supported]
         fn = [c for c, v in zip(g.texts, in_answer[0]) if not v.supported]
-        if settings.verdict_score == "threshold":
-            counts = (len(tp), len(fp), len(fn))
-        else:  # expected counts: a claim is a true positive with the probability that it is supported
-            p_tp = sum(v.probability for v in in_reference[0])
-            counts = (p_tp, len(a.texts) - p_tp, sum(1.0 - v.probability for v in in_answer[0]))
+        # expected counts (a claim is a true positive with the probability that it is supported) or
+        # thresholded ones (expected_shares)
+        in_both = supported_count(in_reference[0], settings)
+        counts = (in_both, len(a.texts) - in_both, len(g.texts) - supported_count(in_answer[0], settings))
         f1 = f1_from_counts(*counts)
         similarity = max(0.0, float(np.dot(vectors[0], vectors[1])))
         w_f1, w_sim = self.options.weights
@@ -436,8 +432,8 @@ class RubricsScore(SampleMetric):
         values = {"rubric": _rubric_text(rubric), "question": sample.question, "reference_block": reference_block}
 
         def from_probs(probs, _leans):
-            best = max(RUBRIC_SCORES, key=lambda o: probs[o])
-            expected = sum(int(o) * probs[o] for o in RUBRIC_SCORES)
+            best = most_likely(probs, RUBRIC_SCORES)
+            expected = expected_grade(probs, RUBRIC_SCORES)
             return Score(float(best), explanation=f"most likely score {best} (expected {expected:.2f})",
                          metadata={"rubric": kind, "probabilities": probs, "expected": expected})
 
