@@ -38,7 +38,8 @@ VERDICT_STAGES = ASK_STAGES  # Verdicts.judge: option probabilities (one stage) 
 # support_matrix: the verdicts beside the credulity probe (one stage; JSON verdicts, an ask);
 # support_against_contexts: the windows' verdicts, then the unrelated-passage probe
 SUPPORT_STAGES = 2
-STATEMENT_STAGES = ASK_STAGES  # answer_statements: the judge's claims (sentences and whole: none)
+NOTE_STAGES = 1  # grading_notes
+STATEMENT_STAGES = ASK_STAGES + NOTE_STAGES  # answer_statements: the judge's claims, then the grading notes
 EMBED_STAGES = 1  # embed_texts
 
 
@@ -226,6 +227,8 @@ class Statements:
 
     texts: list[str]
     source: str  # "whole", "sentences" or "llm"
+    # what the answer says to its grader rather than about the world (:func:`grading_notes`), not verified
+    left_out: list[str] = dataclasses.field(default_factory=list)
 
     @property
     def whole(self) -> bool:
@@ -242,7 +245,7 @@ class Statements:
 
 
 def answer_statements(answer: str, question: str | None, language: str, settings: EvalSettings,
-                      mode: str | None = None) -> Generator[Any, Any, Statements]:
+                      mode: str | None = None, *, graded: bool = True) -> Generator[Any, Any, Statements]:
     """The statements of ``answer`` to verify, by ``mode`` (default ``settings.claims``).
 
     ``auto``: an answer of at most ``settings.short_answer_sentences`` sentences is one statement, the
@@ -251,17 +254,56 @@ def answer_statements(answer: str, question: str | None, language: str, settings
     "What is verified"): the judge's claims of a one-line answer mostly rephrase it or copy the user's
     message, and on multi-sentence summaries they ranked worse than the sentences at many times the
     cost; a larger judge may do better with ``llm``.
+
+    ``graded``: the text is the one being graded (not a reference answer): its sentences or claims that
+    speak to the grader (:func:`grading_notes`) are left out first, so an answer checked whole is the
+    rest of it; what is left out is kept in ``left_out``.
     """
     mode = mode or settings.claims
     if mode not in ("auto", "llm", "sentences"):
         raise ValueError(f"unknown claims mode {mode!r} (auto, llm, sentences)")
-    sentences = list(dict.fromkeys(split_sentences(answer, language)))
-    if mode == "auto" and len(sentences) <= max(0, settings.short_answer_sentences):
-        return Statements([answer.strip()] if answer.strip() else [], "whole")
-    if mode in ("auto", "sentences"):
-        return Statements(sentences, "sentences")
-    claims = yield from extract_claims(answer, question, language, settings)
-    return Statements(claims, "llm")
+    texts = list(dict.fromkeys(split_sentences(answer, language)))
+    if mode == "llm":
+        texts = yield from extract_claims(answer, question, language, settings)
+    notes = (yield from grading_notes(texts, language, settings)) if graded else [False] * len(texts)
+    left_out = [t for t, note in zip(texts, notes) if note]
+    if left_out:
+        texts = [t for t, note in zip(texts, notes) if not note]
+    if mode == "llm":
+        return Statements(texts, "llm", left_out)
+    if mode == "auto" and len(texts) <= max(0, settings.short_answer_sentences):
+        whole = ("" if language == "zh" else " ").join(texts) if left_out else answer.strip()
+        return Statements([whole] if whole else [], "whole", left_out)
+    return Statements(texts, "sentences", left_out)
+
+
+def left_out_note(statements: Statements) -> str:
+    """What an explanation adds for the statements :func:`grading_notes` left out; "" when none was."""
+    n = len(statements.left_out)
+    if not n:
+        return ""
+    return (f"; {n} {'sentence' if n == 1 else 'sentences'} of the answer left out, not verified: "
+            f"{'it speaks' if n == 1 else 'they speak'} to the grader, not about the world (the judge says "
+            "an unrelated passage supports it too)")
+
+
+def grading_notes(statements: Sequence[str], language: str,
+                  settings: EvalSettings) -> Generator[Any, Any, list[bool]]:
+    """Which of an answer's ``statements`` speak to its grader rather than about the world: the judge
+    says a passage that has nothing to do with them (:data:`UNRELATED_PASSAGE`) supports them, as it does
+    an instruction to the grader planted in an answer, whatever its phrasing, language or shape (a note,
+    a table, a JSON verdict, a forged turn). They are neither supported nor unsupported claims: counted
+    either way they would move the score of every answer that carries one. Asked where the judge gives
+    option verdicts with the probes on, of an answer with two statements or more; when every statement
+    would be left out, none is (an answer has to be judged on something)."""
+    asked = (settings.verdicts == "options" and not settings.claims_checked_by_classifier
+             and settings.credulity_limit < 1.0 and len(statements) >= 2)
+    if not asked:
+        return [False] * len(statements)
+    [row] = yield from support_matrix([UNRELATED_PASSAGE[language]], list(statements), language, settings,
+                                      passages=False)
+    notes = [v.probability > settings.credulity_limit for v in row]
+    return [False] * len(statements) if all(notes) else notes
 
 
 CREDULOUS_PASSAGE, SELF_SUPPORTED = "credulous_passage", "self_supported_statement"

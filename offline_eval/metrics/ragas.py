@@ -17,10 +17,11 @@ from offline_eval.metrics import register_metric
 from offline_eval.metrics.base import Metric, Score, ScoreGenerator
 from offline_eval.metrics.evidence import Checks, Columns, Texts
 from offline_eval.metrics.judging import (
-    ASK_STAGES, CREDULOUS_PASSAGE, EMBED_STAGES, NONSENSE_CONTROL, SELF_SUPPORTED, STATEMENT_STAGES, SUPPORT_STAGES,
-    UNRELATED_PASSAGE, VERDICT_STAGES, YES_NO, JsonAsk, Statements, Verdict, Verdicts, answer_statements, ask_json,
-    ask_json_many, credulity_of, embed_texts, expected_grade, expected_shares, most_likely, option_verdict, parallel,
-    refusal_limit, refusals, refuses, share_of, support_against_contexts, support_matrix, supported_count,
+    ASK_STAGES, CREDULOUS_PASSAGE, EMBED_STAGES, NONSENSE_CONTROL, NOTE_STAGES, SELF_SUPPORTED, STATEMENT_STAGES,
+    SUPPORT_STAGES, UNRELATED_PASSAGE, VERDICT_STAGES, YES_NO, JsonAsk, Statements, Verdict, Verdicts,
+    answer_statements, ask_json, ask_json_many, credulity_of, embed_texts, expected_grade, expected_shares,
+    left_out_note, most_likely, option_verdict, parallel, refusal_limit, refusals, refuses, share_of,
+    support_against_contexts, support_matrix, supported_count,
 )
 from offline_eval.metrics.settings import EvalSettings
 from offline_eval.prompts.ragas import (
@@ -79,11 +80,13 @@ class Faithfulness(SampleMetric):
             explanation = f"{supported} of {len(claims)} claims supported by the contexts"
         if expected_shares(settings):
             explanation += f" (mean P(supported) {mean_p:.3f})"
-        explanation += refusals(verdicts)
-        return Score(share_of(verdicts, settings), explanation=explanation,
-                     metadata={"claims": [{"claim": c, **v.to_dict()} for c, v in zip(claims, verdicts)],
-                               "statements": statements.source, "supported_share": supported / len(claims),
-                               "mean_probability": mean_p})
+        explanation += refusals(verdicts) + left_out_note(statements)
+        metadata = {"claims": [{"claim": c, **v.to_dict()} for c, v in zip(claims, verdicts)],
+                    "statements": statements.source, "supported_share": supported / len(claims),
+                    "mean_probability": mean_p}
+        if statements.left_out:
+            metadata["left_out"] = statements.left_out
+        return Score(share_of(verdicts, settings), explanation=explanation, metadata=metadata)
 
 
 @register_metric
@@ -93,7 +96,7 @@ class SentenceFaithfulness(Faithfulness):
     name = "faithfulness_sentences"
     description = "share of the answer's sentences supported by the retrieved contexts (no claim extraction)"
     claims_mode = "sentences"
-    most_steps = SUPPORT_STAGES
+    most_steps = NOTE_STAGES + SUPPORT_STAGES
 
 
 @register_metric
@@ -342,7 +345,7 @@ def answer_and_reference_claims(sample: Sample, lang: str, settings: EvalSetting
     """Statements of the answer and of the reference (``answer_statements``), in one stage."""
     answer, reference = yield from parallel(
         answer_statements(sample.answer, sample.question, lang, settings),
-        answer_statements(sample.ground_truth, sample.question, lang, settings))
+        answer_statements(sample.ground_truth, sample.question, lang, settings, graded=False))
     return answer, reference
 
 
@@ -353,7 +356,9 @@ def f1_from_counts(tp: float, fp: float, fn: float) -> float:
 @register_metric
 class AnswerCorrectness(SampleMetric):
     name = "answer_correctness"
-    most_steps = STATEMENT_STAGES + SUPPORT_STAGES  # the vectors go beside the verdicts
+    # the claims, then verdicts against one premise: with option verdicts the grading notes and one stage,
+    # with JSON verdicts no notes and an ask (the vectors go beside the verdicts)
+    most_steps = ASK_STAGES + max(NOTE_STAGES + 1, VERDICT_STAGES)
     question_for_people = "Is the answer correct, given the reference answer?"
     requires = ("question", "answer", "ground_truth")
     roles = frozenset({"judge", "verifier", "embedder"})
@@ -393,11 +398,12 @@ class AnswerCorrectness(SampleMetric):
         similarity = max(0.0, float(np.dot(vectors[0], vectors[1])))
         w_f1, w_sim = self.options.weights
         value = (w_f1 * f1 + w_sim * similarity) / (w_f1 + w_sim)
+        metadata = {"tp": tp, "fp": fp, "fn": fn, "f1": f1, "similarity": similarity,
+                    "counts": [round(c, 6) for c in counts], "statements": {"answer": a.source, "reference": g.source}}
+        if a.left_out:
+            metadata["left_out"] = a.left_out
         return Score(value, explanation=f"F1 {f1:.3f} (TP {counts[0]:.2f}, FP {counts[1]:.2f}, FN {counts[2]:.2f}), "
-                                        f"similarity {similarity:.3f}",
-                     metadata={"tp": tp, "fp": fp, "fn": fn, "f1": f1, "similarity": similarity,
-                               "counts": [round(c, 6) for c in counts],
-                               "statements": {"answer": a.source, "reference": g.source}})
+                                        f"similarity {similarity:.3f}" + left_out_note(a), metadata=metadata)
 
 
 # --- rubrics --------------------------------------------------------------------------------------
@@ -454,7 +460,7 @@ def read_rubrics(path: Path) -> dict[str, dict[int, str]]:
 @register_metric
 class NoiseSensitivityRelevant(SampleMetric):
     name = "noise_sensitivity_relevant"
-    most_steps = STATEMENT_STAGES + SUPPORT_STAGES
+    most_steps = AnswerCorrectness.most_steps  # the same steps, against the chunks too
     requires = ("question", "answer", "contexts", "ground_truth")
     roles = frozenset({"judge", "verifier"})
     description = ("share of the answer's claims that are wrong (not in the reference) yet supported by a "

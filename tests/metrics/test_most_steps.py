@@ -10,6 +10,7 @@ judge's claims or the sentences, a conversation's question rewritten or not).
 
 from __future__ import annotations
 
+import itertools
 import json
 from collections import Counter
 from pathlib import Path
@@ -38,9 +39,11 @@ SETTINGS = {
     "conversation rewritten": {"claims": "llm", "history": "both"},
 }
 
+_NUMBERS = itertools.count(1)
+
 
 def instance(schema: dict[str, Any]) -> Any:
-    """A value that fits ``schema``: every property, the fewest items an array may hold (at least one),
+    """A value that fits ``schema``: every property, two items in an array where it may hold two,
     true for a boolean (a supported verdict: the path that asks the probes after it)."""
     if "enum" in schema:
         return schema["enum"][0]
@@ -49,12 +52,13 @@ def instance(schema: dict[str, Any]) -> Any:
     if kind == "object":
         return {name: instance(part) for name, part in schema.get("properties", {}).items()}
     if kind == "array":
-        return [instance(schema.get("items", {})) for _ in range(max(1, schema.get("minItems", 1)))]
+        count = min(max(2, schema.get("minItems", 0)), schema.get("maxItems", 2 ** 31))
+        return [instance(schema.get("items", {})) for _ in range(count)]
     if kind == "boolean":
         return True
     if kind in ("integer", "number"):
         return max(1, schema.get("minimum", 1))
-    return "Paris is the capital of France."
+    return f"Paris is the capital of France ({next(_NUMBERS)})."  # each text its own: claims are deduplicated
 
 
 class LongestPaths(ScriptedJudge):
