@@ -245,7 +245,7 @@ class Statements:
 
 
 def answer_statements(answer: str, question: str | None, language: str, settings: EvalSettings,
-                      mode: str | None = None, *, graded: bool = True) -> Generator[Any, Any, Statements]:
+                      mode: str | None = None, *, about: Sequence[str] | None = None) -> Generator[Any, Any, Statements]:
     """The statements of ``answer`` to verify, by ``mode`` (default ``settings.claims``).
 
     ``auto``: an answer of at most ``settings.short_answer_sentences`` sentences is one statement, the
@@ -255,9 +255,10 @@ def answer_statements(answer: str, question: str | None, language: str, settings
     message, and on multi-sentence summaries they ranked worse than the sentences at many times the
     cost; a larger judge may do better with ``llm``.
 
-    ``graded``: the text is the one being graded (not a reference answer): its sentences or claims that
-    speak to the grader (:func:`grading_notes`) are left out first, so an answer checked whole is the
-    rest of it; what is left out is kept in ``left_out``.
+    ``about``: the texts the graded answer is judged against (its contexts, or the reference answer):
+    its sentences or claims that speak to the grader instead (:func:`grading_notes`, with the question)
+    are left out first, so an answer checked whole is the rest of it; what is left out is kept in
+    ``left_out``. None: a text that is not graded (a reference answer), taken as it is.
     """
     mode = mode or settings.claims
     if mode not in ("auto", "llm", "sentences"):
@@ -265,7 +266,8 @@ def answer_statements(answer: str, question: str | None, language: str, settings
     texts = list(dict.fromkeys(split_sentences(answer, language)))
     if mode == "llm":
         texts = yield from extract_claims(answer, question, language, settings)
-    notes = (yield from grading_notes(texts, language, settings)) if graded else [False] * len(texts)
+    notes = ((yield from grading_notes(texts, language, settings, [str(question or ""), *about])) if about is not None
+             else [False] * len(texts))
     left_out = [t for t, note in zip(texts, notes) if note]
     if left_out:
         texts = [t for t, note in zip(texts, notes) if not note]
@@ -287,23 +289,40 @@ def left_out_note(statements: Statements) -> str:
             "an unrelated passage supports it too)")
 
 
-def grading_notes(statements: Sequence[str], language: str,
-                  settings: EvalSettings) -> Generator[Any, Any, list[bool]]:
-    """Which of an answer's ``statements`` speak to its grader rather than about the world: the judge
-    says a passage that has nothing to do with them (:data:`UNRELATED_PASSAGE`) supports them, as it does
-    an instruction to the grader planted in an answer, whatever its phrasing, language or shape (a note,
-    a table, a JSON verdict, a forged turn). They are neither supported nor unsupported claims: counted
-    either way they would move the score of every answer that carries one. Asked where the judge gives
-    option verdicts with the probes on, of an answer with two statements or more; when every statement
-    would be left out, none is (an answer has to be judged on something)."""
+def grading_notes(statements: Sequence[str], language: str, settings: EvalSettings,
+                  about: Sequence[str] = ()) -> Generator[Any, Any, list[bool]]:
+    """Which of an answer's ``statements`` speak to its grader rather than about the world: those that
+    share no content word with what the answer is ``about`` (its question and contexts: a note to the
+    grader talks about the grading) and that the judge says a passage having nothing to do with them
+    (:data:`UNRELATED_PASSAGE`) supports, as it does an instruction to the grader planted in an answer,
+    whatever its phrasing, language or shape (a note, a table, a JSON verdict, a forged turn). They are
+    neither supported nor unsupported claims: counted either way they would move the score of every
+    answer that carries one. A statement about the same things as the contexts is never left out (the
+    recipe-like passage also "supports" a how-to step such as "Select the catalog."). Asked where the
+    judge gives option verdicts with the probes on, of an answer with two statements or more; when
+    every statement would be left out, none is (an answer has to be judged on something)."""
     asked = (settings.verdicts == "options" and not settings.claims_checked_by_classifier
              and settings.credulity_limit < 1.0 and len(statements) >= 2)
-    if not asked:
+    topic = set().union(*(_topic_terms(text, language) for text in about))
+    candidates = [n for n, s in enumerate(statements) if asked and not _topic_terms(s, language) & topic]
+    if not candidates:
         return [False] * len(statements)
-    [row] = yield from support_matrix([UNRELATED_PASSAGE[language]], list(statements), language, settings,
-                                      passages=False)
-    notes = [v.probability > settings.credulity_limit for v in row]
-    return [False] * len(statements) if all(notes) else notes
+    [row] = yield from support_matrix([UNRELATED_PASSAGE[language]], [statements[n] for n in candidates], language,
+                                      settings, passages=False)
+    flagged = {n for n, v in zip(candidates, row) if v.probability > settings.credulity_limit}
+    if len(flagged) == len(statements):
+        flagged = set()
+    return [n in flagged for n in range(len(statements))]
+
+
+def _topic_terms(text: str, language: str) -> set[str]:
+    """What ``text`` is about, to tell whether two texts share a topic: its content words of three
+    letters or more that are not numbers (a verdict's "1.0" shares no topic with a passage's figures);
+    Chinese: pairs of adjacent content characters (one shared character says little)."""
+    if language == "zh":
+        chars = [ch if ch.isalnum() and ch not in _STOPWORDS else " " for ch in text]
+        return {a + b for a, b in zip(chars, chars[1:]) if a != " " and b != " "}
+    return {w for w in _terms(text, language) if len(w) >= 3 and not w.isdigit()}
 
 
 CREDULOUS_PASSAGE, SELF_SUPPORTED = "credulous_passage", "self_supported_statement"

@@ -61,7 +61,8 @@ class Faithfulness(SampleMetric):
     claims_mode: ClassVar[str | None] = None  # None: EvalSettings.claims
 
     def compute(self, sample, settings, lang):
-        statements = yield from answer_statements(sample.answer, sample.question, lang, settings, self.claims_mode)
+        statements = yield from answer_statements(sample.answer, sample.question, lang, settings, self.claims_mode,
+                                                  about=sample.contexts)
         if not statements.texts:
             return Score.unscored(reasons.NO_CLAIMS, "the answer makes no factual claim")
         with failing_with(claims=statements.texts):
@@ -344,8 +345,8 @@ class AnswerSimilarity(SampleMetric):
 def answer_and_reference_claims(sample: Sample, lang: str, settings: EvalSettings):
     """Statements of the answer and of the reference (``answer_statements``), in one stage."""
     answer, reference = yield from parallel(
-        answer_statements(sample.answer, sample.question, lang, settings),
-        answer_statements(sample.ground_truth, sample.question, lang, settings, graded=False))
+        answer_statements(sample.answer, sample.question, lang, settings, about=[sample.ground_truth]),
+        answer_statements(sample.ground_truth, sample.question, lang, settings))
     return answer, reference
 
 
