@@ -74,8 +74,8 @@ from offline_eval.data.readers import read_dataset  # noqa: E402
 from offline_eval.data.schema import Sample  # noqa: E402
 from offline_eval.engine.cache import ResultCache  # noqa: E402
 from offline_eval.engine.requests import ScoreOptions, messages  # noqa: E402
+from offline_eval.judging.settings import EvalSettings  # noqa: E402
 from offline_eval.metrics.base import Metric, Score  # noqa: E402
-from offline_eval.metrics.settings import EvalSettings  # noqa: E402
 from offline_eval.run.model_choice import ModelChoice  # noqa: E402
 
 DATA = REPO.parent / "shared" / "data"

@@ -42,7 +42,8 @@ ROOT = Path(__file__).resolve().parents[1]
 def verdict_requests(dataset: Path, rows: int, statements: int, windows: int) -> list[Any]:
     from offline_eval.data.readers import read_dataset
     from offline_eval.engine.requests import ScoreOptions
-    from offline_eval.metrics.judging import YES_NO, context_windows
+    from offline_eval.judging.verdicts import YES_NO
+    from offline_eval.judging.windows import context_windows
     from offline_eval.prompts.ragas import SUPPORT_OPTION
     from offline_eval.text import split_sentences
 

@@ -58,9 +58,9 @@ def samples(n: int):
 def child(n: int, window: int | None, workdir: Path) -> dict:
     from offline_eval.engine.cache import ResultCache
     from offline_eval.engine.models import Models
-    from offline_eval.run.runner import DEFAULT_WINDOW, run_in_process
+    from offline_eval.judging.settings import EvalSettings
     from offline_eval.metrics import resolve_metrics
-    from offline_eval.metrics.settings import EvalSettings
+    from offline_eval.run.runner import DEFAULT_WINDOW, run_in_process
     from offline_eval.runtime.hashing_embedder import HashingEmbedder
     from offline_eval.runtime.scripted import ScriptedJudge
 

@@ -44,12 +44,12 @@ def main() -> int:
 
     import ray
 
+    from offline_eval.judging.settings import EvalSettings
+    from offline_eval.metrics import resolve_metrics
     from offline_eval.run.config import configure_models
     from offline_eval.run.model_choice import ModelChoice
     from offline_eval.run.ray_engine import OBJECT_STORE_BYTES, run_with_ray
     from offline_eval.run.runner import run_in_process
-    from offline_eval.metrics import resolve_metrics
-    from offline_eval.metrics.settings import EvalSettings
     from tests import tiny_models
     from tests.test_engine import _samples, assert_same_scores
 

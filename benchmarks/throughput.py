@@ -154,8 +154,8 @@ def bench_setup(args: argparse.Namespace):
 
     torch.set_num_threads(args.threads)
     from offline_eval.data.readers import read_dataset
+    from offline_eval.judging.settings import EvalSettings
     from offline_eval.metrics import resolve_metrics
-    from offline_eval.metrics.settings import EvalSettings
 
     args.embedder = args.embedder or starter_embedder()
     samples = read_dataset(str(args.dataset), None, limit=args.n)

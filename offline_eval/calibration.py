@@ -27,10 +27,10 @@ from typing import Any, Iterable, Mapping, Sequence
 
 import numpy as np
 
+from offline_eval.judging.settings import EvalSettings
 from offline_eval.rank_stats import balanced_accuracy, roc_auc
 from offline_eval.records import ResultRow
 from offline_eval.runtime.identity import CALIBRATION_FILE
-from offline_eval.metrics.settings import EvalSettings
 
 # CALIBRATION_FILE is left out of a model folder's identity (offline_eval.engine.models).
 FORMAT = 1

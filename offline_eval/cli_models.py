@@ -185,10 +185,10 @@ class DeferredCache:
 
 def add_settings_arguments(group: argparse._ArgumentGroup, *, aggregate: bool = True) -> None:
     """A flag for every judging setting, made from its declaration in
-    :class:`~offline_eval.metrics.settings.EvalSettings`: ``--<name>``, dest ``<name>`` (also its TOML
+    :class:`~offline_eval.judging.settings.EvalSettings`: ``--<name>``, dest ``<name>`` (also its TOML
     key and API keyword; :func:`run_config_from_args` reads them by that name).
     ``aggregate`` False: a command that scores one metric has none for what only the aggregate reads."""
-    from offline_eval.metrics.settings import EvalSettings
+    from offline_eval.judging.settings import EvalSettings
 
     add_field_arguments(group, EvalSettings, {name: f for name, f in EvalSettings.option_fields().items()
                                               if aggregate or not f.metadata.get("aggregate_only")})

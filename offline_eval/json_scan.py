@@ -1,5 +1,5 @@
 """Where a JSON value sits in a model's text: one string-aware bracket scan for the judge backends, which
-stop decoding once the value has closed, and for the reader of their answers (``metrics.parsing``), which
+stop decoding once the value has closed, and for the reader of their answers (``judging.parsing``), which
 cuts candidate values out of prose. It sits below both layers, so neither imports the other for it."""
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Options declared once, as dataclass fields, and the flags made from them.
 
 Two kinds of option are declared this way: the judging settings every metric reads
-(:class:`offline_eval.metrics.settings.EvalSettings`) and a metric's own (``Metric.Options``). Each
+(:class:`offline_eval.judging.settings.EvalSettings`) and a metric's own (``Metric.Options``). Each
 option has a public name that is at once its flag's destination, its key in a ``run --config`` TOML
 file and its keyword in the Python API, so the three cannot drift apart. A field's annotation says
 how a flag's text is read: ``bool`` true/false, ``int`` and ``float`` numbers, a ``tuple`` of numbers

@@ -94,9 +94,9 @@ def measure(manifest: Path, data: Path, device: str, batch_sizes: list[int], row
     from offline_eval.data.readers import read_dataset
     from offline_eval.engine.cache import ResultCache
     from offline_eval.engine.models import Models
-    from offline_eval.run.runner import run_in_process
+    from offline_eval.judging.settings import EvalSettings
     from offline_eval.metrics import resolve_metrics
-    from offline_eval.metrics.settings import EvalSettings
+    from offline_eval.run.runner import run_in_process
     from offline_eval.runtime.loading import models_from_profile
     from offline_eval.runtime.profiles import load_profile
 

@@ -8,11 +8,11 @@ from typing import Any
 from offline_eval.data.schema import Sample
 from offline_eval.engine.executor import Engine, Task
 from offline_eval.engine.models import Models
+from offline_eval.judging.settings import EvalSettings
 from offline_eval.metrics.base import Metric, Score, as_score, start
-from offline_eval.metrics.settings import EvalSettings
 from offline_eval.run.config import Run, RunConfig, build_run
-from offline_eval.runtime.profiles import load_profile
 from offline_eval.runtime.hashing_embedder import HashingEmbedder
+from offline_eval.runtime.profiles import load_profile
 from offline_eval.runtime.scripted import ScriptedJudge, ScriptedVerifier
 
 

@@ -22,9 +22,9 @@ from offline_eval.agreement import agreement_pairwise, agreement_pointwise
 from offline_eval.data.schema import DataError, Sample, printable
 from offline_eval.engine.cache import ResultCache
 from offline_eval.engine.models import Models
+from offline_eval.judging.settings import EvalSettings
 from offline_eval.metrics import metric_classes
 from offline_eval.metrics.base import Metric
-from offline_eval.metrics.settings import EvalSettings
 from offline_eval.options import flag_of
 from offline_eval.run.config import Run, RunConfig, build_run
 from offline_eval.run.execute import execute
@@ -265,9 +265,9 @@ def _score_labelled(args: Any, command: str) -> tuple[Run, list[tuple[Sample, fl
     """What ``agreement`` and ``calibrate`` share: read the labelled data, build the metric's models,
     score every labelled sample (cached and resumable). Returns (setup, labelled, excluded, scores,
     run folder)."""
-    from offline_eval.progress import StageBars
     from offline_eval.cli_models import apply_threads, open_cache, run_config_from_args
     from offline_eval.data.readers import parse_mapping, read_dataset
+    from offline_eval.progress import StageBars
 
     apply_threads(args)
     mapping = parse_mapping(args.mapping) if args.mapping else None

@@ -30,8 +30,8 @@ from typing import Any, ClassVar, Generator
 from offline_eval import reasons
 from offline_eval.data.schema import Sample
 from offline_eval.engine.executor import TaskFailed
+from offline_eval.judging.settings import EvalSettings
 from offline_eval.metrics.evidence import Evidence
-from offline_eval.metrics.settings import EvalSettings
 from offline_eval.records import score_dict
 
 
@@ -205,7 +205,7 @@ class Metric:
     value_range: ClassVar[tuple[float, float]] = (0.0, 1.0)
     evidence: ClassVar[tuple[Evidence, ...]] = ()
     # the most engine stages ``score`` takes for one sample, along its longest path (every JSON reply
-    # repaired, every probe asked; metrics.judging's *_STAGES add up to it): the progress line's "step k
+    # repaired, every probe asked; the judging steps' *_STAGES add up to it): the progress line's "step k
     # of at most n" before a window has finished. None: not declared (the line says "of ?"); a metric
     # that uses no model takes none.
     most_steps: ClassVar[int | None] = None

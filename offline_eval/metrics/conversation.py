@@ -21,8 +21,8 @@ import dataclasses
 from typing import Any, Generator
 
 from offline_eval.data.schema import Sample, Turn
-from offline_eval.metrics.judging import ASK_STAGES, JsonAsk, UnreadableAnswer, ask_json
-from offline_eval.metrics.settings import EvalSettings
+from offline_eval.judging.asking import ASK_STAGES, JsonAsk, UnreadableAnswer, ask_json
+from offline_eval.judging.settings import EvalSettings
 from offline_eval.prompts.base import QuestionInConversation
 from offline_eval.prompts.ragas import STANDALONE_QUESTION
 from offline_eval.text import count_units

@@ -52,11 +52,11 @@ from pathlib import Path
 from typing import Any, ClassVar, Generator
 
 from offline_eval.data.schema import DataError, Sample
-from offline_eval.metrics.base import Metric, Score
-from offline_eval.metrics.judging import (
+from offline_eval.judging.settings import EvalSettings
+from offline_eval.judging.verdicts import (
     EMPTY_STATEMENT, VERDICT_STAGES, Verdicts, expected_grade, most_likely, option_verdict,
 )
-from offline_eval.metrics.settings import EvalSettings
+from offline_eval.metrics.base import Metric, Score
 from offline_eval.prompts.base import Prompt
 from offline_eval.prompts.ragas import JSON_ONLY, YES_NO
 
@@ -234,7 +234,7 @@ class CriterionMetric(Metric):
         return {"criterion": self.criterion.to_dict()}
 
     def score(self, sample: Sample, settings: EvalSettings) -> Generator[Any, Any, Score]:
-        """The criterion's :class:`~offline_eval.metrics.judging.Verdicts` on the sample: option
+        """The criterion's :class:`~offline_eval.judging.verdicts.Verdicts` on the sample: option
         probabilities, with the same prompt asked with the answer left empty (the contexts' own lean)
         for the lean correction, or a reason and a verdict as JSON."""
         c, language = self.criterion, settings.language_for(sample)

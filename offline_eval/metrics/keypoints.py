@@ -28,15 +28,13 @@ from typing import Any, ClassVar, Generator
 
 from offline_eval import reasons
 from offline_eval.data.schema import Sample
+from offline_eval.judging.asking import ASK_STAGES, JsonAsk, UnreadableAnswer, ask_json, unreadable_verdicts
+from offline_eval.judging.parsing import extract_json
+from offline_eval.judging.settings import EvalSettings
+from offline_eval.judging.verdicts import VERDICT_STAGES, Verdicts, expected_counts, most_likely
 from offline_eval.metrics import register_metric
 from offline_eval.metrics.base import Metric, Score, ScoreGenerator
 from offline_eval.metrics.evidence import Checks
-from offline_eval.metrics.judging import (
-    ASK_STAGES, VERDICT_STAGES, JsonAsk, UnreadableAnswer, Verdicts, ask_json, expected_counts, most_likely,
-    unreadable_verdicts,
-)
-from offline_eval.metrics.parsing import extract_json
-from offline_eval.metrics.settings import EvalSettings
 from offline_eval.prompts.rageval import KEYPOINT_LABELS, KEYPOINT_OPTION, KEYPOINTS, LABEL_LETTERS, LABELS
 from offline_eval.reasons import Unscorable
 
@@ -137,7 +135,7 @@ KEYPOINT_VERDICTS = Verdicts(KEYPOINT_OPTION, tuple(LABEL_LETTERS), KEYPOINT_LAB
 def label_keypoints(question: str, answer: str, points: list[str], language: str,
                     settings: EvalSettings) -> Generator[Any, Any, list[dict[str, Any]]]:
     """One label per key point (a reply that cannot be read raises, as verdicts do:
-    :func:`~offline_eval.metrics.judging.unreadable_verdicts`)."""
+    :func:`~offline_eval.judging.asking.unreadable_verdicts`)."""
     try:
         labels = yield from KEYPOINT_VERDICTS.judge(points, {"question": question, "answer": answer}, language,
                                                     settings)

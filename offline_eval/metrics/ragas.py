@@ -13,17 +13,19 @@ import numpy as np
 
 from offline_eval import reasons
 from offline_eval.data.schema import Sample
+from offline_eval.judging.asking import (
+    ASK_STAGES, EMBED_STAGES, JsonAsk, ask_json, ask_json_many, embed_texts, parallel,
+)
+from offline_eval.judging.settings import EvalSettings
+from offline_eval.judging.statements import NOTE_STAGES, STATEMENT_STAGES, Statements, answer_statements, left_out_note
+from offline_eval.judging.verdicts import (
+    CREDULOUS_PASSAGE, NONSENSE_CONTROL, SELF_SUPPORTED, SUPPORT_STAGES, UNRELATED_PASSAGE, VERDICT_STAGES, YES_NO,
+    Verdict, Verdicts, credulity_of, expected_grade, expected_shares, most_likely, option_verdict, refusal_limit,
+    refusals, refuses, share_of, support_against_contexts, support_matrix, supported_count,
+)
 from offline_eval.metrics import register_metric
 from offline_eval.metrics.base import Metric, Score, ScoreGenerator
 from offline_eval.metrics.evidence import Checks, Columns, Texts
-from offline_eval.metrics.judging import (
-    ASK_STAGES, CREDULOUS_PASSAGE, EMBED_STAGES, NONSENSE_CONTROL, NOTE_STAGES, SELF_SUPPORTED, STATEMENT_STAGES,
-    SUPPORT_STAGES, UNRELATED_PASSAGE, VERDICT_STAGES, YES_NO, JsonAsk, Statements, Verdict, Verdicts,
-    answer_statements, ask_json, ask_json_many, credulity_of, embed_texts, expected_grade, expected_shares,
-    left_out_note, most_likely, option_verdict, parallel, refusal_limit, refusals, refuses, share_of,
-    support_against_contexts, support_matrix, supported_count,
-)
-from offline_eval.metrics.settings import EvalSettings
 from offline_eval.prompts.ragas import (
     CHUNK_USEFUL, CHUNK_USEFUL_OPTION, DEFAULT_RUBRICS, ENTITIES, QUESTIONS, RELEVANT_SENTENCES, RUBRIC,
     RUBRIC_OPTION,

@@ -12,8 +12,8 @@ import json
 from functools import lru_cache
 from typing import Any, Mapping
 
+from offline_eval.judging.verdicts import REFUSED_NOTES
 from offline_eval.metrics.evidence import Checks, Columns, Evidence, Texts
-from offline_eval.metrics.judging import REFUSED_NOTES
 from offline_eval.records import finite, text_of
 from offline_eval.report._run import e, str_list
 from offline_eval.report.shares import DEFAULT_LINE, column_counts, share_note

@@ -21,11 +21,11 @@ from offline_eval.engine.cache import ResultCache
 from offline_eval.engine.executor import Engine, Task
 from offline_eval.engine.models import Models
 from offline_eval.engine.requests import Generate, Sampling
-from offline_eval.metrics.judging import number_chunks
-from offline_eval.metrics.settings import EvalSettings
+from offline_eval.judging.settings import EvalSettings
+from offline_eval.judging.verdicts import number_chunks
+from offline_eval.prompts.base import Prompt
 from offline_eval.run.config import Run
 from offline_eval.run.execute import execute
-from offline_eval.prompts.base import Prompt
 
 DEFAULT_ANSWER_METRICS = ("completeness", "hallucination", "faithfulness")
 

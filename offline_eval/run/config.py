@@ -9,7 +9,7 @@
 
 A flag, a TOML key and an API keyword of the same setting share one name: the model flags are the
 fields of :class:`~offline_eval.run.model_choice.ModelChoice`, the judging settings the fields of
-:class:`~offline_eval.metrics.settings.EvalSettings`. Everything that can be wrong with a run (an
+:class:`~offline_eval.judging.settings.EvalSettings`. Everything that can be wrong with a run (an
 unknown metric, a gate on a metric not in the run, a missing CUDA device, a model folder not there) is
 raised by :func:`build_run`, before any model loads.
 """
@@ -24,11 +24,11 @@ from typing import Any, Iterable, Mapping
 from offline_eval.calibration import Calibration, read_calibrations
 from offline_eval.data.schema import printable
 from offline_eval.engine.models import Models
+from offline_eval.judging.settings import EvalSettings, PromptBudget
 from offline_eval.metrics import DEFAULT_METRICS, Aggregate, load_plugins, metric_options, resolve_metrics
+from offline_eval.metrics.base import Metric
 from offline_eval.metrics.criteria import PREFIX as CRITERION_PREFIX
 from offline_eval.metrics.criteria import load_criteria
-from offline_eval.metrics.base import Metric
-from offline_eval.metrics.settings import EvalSettings, PromptBudget
 from offline_eval.run.model_choice import ModelChoice
 
 STARTER_NOTE = ("starter profile: these scores only show that the pipeline runs; "
@@ -179,7 +179,7 @@ def _details_of(models: Models, roles: set[str]) -> dict[str, Any]:
 def _prompt_budget(profile: Any) -> PromptBudget | None:
     """What the judge can read in one prompt, so that no context window makes a prompt it refuses: its
     limit less the position an answer needs, counted with its own tokenizer where its folder holds one
-    (else by UTF-8 bytes: :class:`~offline_eval.metrics.settings.PromptBudget`); None when no limit is
+    (else by UTF-8 bytes: :class:`~offline_eval.judging.settings.PromptBudget`); None when no limit is
     known (a judge served over HTTP)."""
     from offline_eval.runtime.loading import judge_prompt_room
 

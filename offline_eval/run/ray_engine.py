@@ -43,16 +43,16 @@ from typing import Any, Callable, Iterable
 
 from offline_eval.calibration import Calibration
 from offline_eval.data.schema import Sample
-from offline_eval.runtime.registry import BackendUnavailable
 from offline_eval.engine.cache import ResultCache
 from offline_eval.engine.executor import ProgressFactory
 from offline_eval.engine.models import Models
+from offline_eval.judging.settings import EvalSettings
+from offline_eval.metrics.base import Metric
+from offline_eval.records import ResultRow
 from offline_eval.run.folder import RunFolder, RunOutput
 from offline_eval.run.model_choice import ModelChoice
 from offline_eval.run.runner import DEFAULT_WINDOW, RunSink, run_in_process
-from offline_eval.metrics.base import Metric
-from offline_eval.metrics.settings import EvalSettings
-from offline_eval.records import ResultRow
+from offline_eval.runtime.registry import BackendUnavailable
 
 log = logging.getLogger(__name__)
 

@@ -23,18 +23,18 @@ from typing import Any, Callable
 
 from offline_eval import reasons
 from offline_eval.calibration import Calibration, annotate_row, calibration_entries, find_calibration
+from offline_eval.conversations import conversation_summary
 from offline_eval.data.schema import Sample
 from offline_eval.engine.cache import ResultCache
 from offline_eval.engine.executor import Engine, ProgressFactory, Task
 from offline_eval.engine.models import Models
-from offline_eval.run.folder import RunFolder, RunOutput
-from offline_eval.runlog import RESULTS, RUN_INFO, SUMMARY
+from offline_eval.judging.settings import EvalSettings
 from offline_eval.metrics.aggregate import Aggregate
 from offline_eval.metrics.base import Metric, Score, as_score, most_window_steps, returns
 from offline_eval.metrics.base import start as start_metric
-from offline_eval.metrics.settings import EvalSettings
 from offline_eval.records import ResultRow, RunSummary
-from offline_eval.conversations import conversation_summary
+from offline_eval.run.folder import RunFolder, RunOutput
+from offline_eval.runlog import RESULTS, RUN_INFO, SUMMARY
 from offline_eval.stats import summarize
 
 log = logging.getLogger(__name__)

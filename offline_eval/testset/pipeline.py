@@ -37,10 +37,10 @@ from typing import Any, Callable, Generator, Sequence
 from offline_eval import reasons
 from offline_eval.engine.executor import Engine, Task
 from offline_eval.engine.requests import Generate, Sampling
+from offline_eval.judging.asking import JsonAnswer, JsonAsk, UnreadableAnswer, ask_json
+from offline_eval.judging.settings import EvalSettings
 from offline_eval.metrics.base import Score, as_score
-from offline_eval.metrics.judging import JsonAnswer, JsonAsk, UnreadableAnswer, ask_json
 from offline_eval.metrics.keypoints import clean_keypoints
-from offline_eval.metrics.settings import EvalSettings
 from offline_eval.prompts.rageval import (
     KEYPOINTS, TS_QUESTION, TS_SCHEMA, TS_SYNTH_CONFIG, TS_SYNTH_DOC, UNABLE, UNABLE_ANSWER,
 )

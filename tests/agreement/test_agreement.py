@@ -14,11 +14,11 @@ import pytest
 from offline_eval.agreement import (
     agreement_pairwise, agreement_pointwise, balanced_accuracy, rankdata, roc_auc, spearman,
 )
-from offline_eval.metrics.ragas import SentenceFaithfulness
 from offline_eval.agreement.scoring import agreement_report, label_value, read_labels
 from offline_eval.data.schema import DataError, Sample
-from offline_eval.metrics.judging import UNRELATED_PASSAGE
-from offline_eval.metrics.settings import EvalSettings
+from offline_eval.judging.settings import EvalSettings
+from offline_eval.judging.verdicts import UNRELATED_PASSAGE
+from offline_eval.metrics.ragas import SentenceFaithfulness
 from offline_eval.runtime.scripted import ScriptedJudge
 from tests.helpers import models, score
 

@@ -14,7 +14,7 @@ from offline_eval.calibration import (
     fit_platt, read_calibrations, settings_signature, write_calibration,
 )
 from offline_eval.cli import main
-from offline_eval.metrics.settings import EvalSettings
+from offline_eval.judging.settings import EvalSettings
 from tests import tiny_models
 
 

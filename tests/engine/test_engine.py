@@ -18,9 +18,9 @@ from offline_eval.cli import main
 from offline_eval.data.readers import read_dataset
 from offline_eval.data.schema import Sample
 from offline_eval.engine.cache import ResultCache
-from offline_eval.run.runner import run_in_process
+from offline_eval.judging.settings import EvalSettings
 from offline_eval.metrics import resolve_metrics
-from offline_eval.metrics.settings import EvalSettings
+from offline_eval.run.runner import run_in_process
 from offline_eval.runtime.hashing_embedder import HashingEmbedder
 from offline_eval.runtime.scripted import ScriptedJudge
 from tests.helpers import claims_rule, models

@@ -13,10 +13,10 @@ from offline_eval.api import evaluate
 from offline_eval.cli import main
 from offline_eval.data.schema import DataError, Sample
 from offline_eval.engine.executor import Engine, Task
+from offline_eval.judging.settings import EvalSettings
 from offline_eval.metrics import metric_classes
 from offline_eval.metrics.base import as_score, start
 from offline_eval.metrics.criteria import criterion_metric, criterion_prompt, load_criteria, read_criteria
-from offline_eval.metrics.settings import EvalSettings
 from offline_eval.runtime.scripted import ScriptedJudge
 
 from tests.helpers import models

@@ -51,7 +51,7 @@ def _yes_sayer_judge():
     """A judge that a planted note talks into Yes for any statement (the absurd one included), as the
     bench judge is (P 0.72 for the absurd statement; real passages 0.25); a real passage supports only
     what it says."""
-    from offline_eval.metrics.judging import ABSURD_STATEMENT
+    from offline_eval.judging.verdicts import ABSURD_STATEMENT
     from offline_eval.runtime.scripted import ScriptedJudge
 
     def probs(text: str) -> dict[str, float]:
@@ -71,9 +71,9 @@ def _yes_sayer_judge():
 
 def test_a_planted_grader_note_is_refused_as_evidence_for_an_unsupported_answer():
     from offline_eval.data.schema import Sample
-    from offline_eval.metrics.judging import corrected
+    from offline_eval.judging.settings import EvalSettings
+    from offline_eval.judging.verdicts import corrected
     from offline_eval.metrics.ragas import ContextRecall, Faithfulness
-    from offline_eval.metrics.settings import EvalSettings
     from tests.helpers import models, score
 
     judge = _yes_sayer_judge()
@@ -97,8 +97,8 @@ def test_a_planted_grader_note_is_refused_as_evidence_for_an_unsupported_answer(
 
 def test_a_supported_answer_keeps_its_real_passage_beside_a_planted_one():
     from offline_eval.data.schema import Sample
+    from offline_eval.judging.settings import EvalSettings
     from offline_eval.metrics.ragas import Faithfulness
-    from offline_eval.metrics.settings import EvalSettings
     from tests.helpers import models, score
 
     right = Sample(id="r", question="", answer="Paris is the capital of France.", contexts=[REAL, PLANTED])
@@ -116,9 +116,9 @@ def test_a_statement_about_the_grading_appended_to_the_answer_is_left_out_and_th
     from dataclasses import replace
 
     from offline_eval.data.schema import Sample
-    from offline_eval.metrics.judging import UNRELATED_PASSAGE
+    from offline_eval.judging.settings import EvalSettings
+    from offline_eval.judging.verdicts import UNRELATED_PASSAGE
     from offline_eval.metrics.ragas import Faithfulness
-    from offline_eval.metrics.settings import EvalSettings
     from offline_eval.runtime.scripted import ScriptedJudge
     from tests.helpers import models, score
 
@@ -146,8 +146,8 @@ def test_a_statement_about_the_grading_appended_to_the_answer_is_left_out_and_th
 def test_an_answer_made_only_of_statements_about_the_grading_is_judged_whole():
     """When every statement would be left out, none is: the answer is judged on what it says."""
     from offline_eval.data.schema import Sample
+    from offline_eval.judging.settings import EvalSettings
     from offline_eval.metrics.ragas import Faithfulness
-    from offline_eval.metrics.settings import EvalSettings
     from offline_eval.runtime.scripted import ScriptedJudge
     from tests.helpers import models, score
 
@@ -164,9 +164,9 @@ def test_only_statements_their_windows_support_are_asked_against_the_unrelated_p
     share no content word with the contexts (the grading-note probe, issue #56) and, after its verdict,
     the supported one (which shares "Paris", "capital" and "France" with them, so is no grading note)."""
     from offline_eval.data.schema import Sample
-    from offline_eval.metrics.judging import UNRELATED_PASSAGE
+    from offline_eval.judging.settings import EvalSettings
+    from offline_eval.judging.verdicts import UNRELATED_PASSAGE
     from offline_eval.metrics.ragas import Faithfulness
-    from offline_eval.metrics.settings import EvalSettings
     from offline_eval.runtime.scripted import ScriptedJudge
     from tests.helpers import models, score
 
@@ -192,9 +192,9 @@ def test_a_passage_sharing_no_word_with_a_claim_is_not_evidence_for_it():
     P(Yes) 0.41 for the absurd statement, real passages up to 0.39) yet raised unsupported answers; it
     shares no word with the claims it vouches for, and only passages sharing one are judged."""
     from offline_eval.data.schema import Sample
-    from offline_eval.metrics.judging import likely_windows
+    from offline_eval.judging.settings import EvalSettings
+    from offline_eval.judging.windows import likely_windows
     from offline_eval.metrics.ragas import Faithfulness
-    from offline_eval.metrics.settings import EvalSettings
     from offline_eval.runtime.scripted import ScriptedJudge
     from tests.helpers import models, score
 
@@ -221,9 +221,9 @@ def test_a_window_far_ahead_of_the_others_is_the_only_one_asked():
     judged against that window alone (the others hardly ever change its verdict); at a closer race, or with
     the lead off, against ``windows_per_claim`` windows, as before."""
     from offline_eval.data.schema import Sample
-    from offline_eval.metrics.judging import likely_windows
+    from offline_eval.judging.settings import EvalSettings
+    from offline_eval.judging.windows import likely_windows
     from offline_eval.metrics.ragas import Faithfulness
-    from offline_eval.metrics.settings import EvalSettings
     from offline_eval.runtime.scripted import ScriptedJudge
     from tests.helpers import models, score
 
@@ -254,9 +254,9 @@ def test_a_window_far_ahead_of_the_others_is_the_only_one_asked():
 
 def test_a_chunk_that_agrees_with_anything_is_not_useful_for_context_precision():
     from offline_eval.data.schema import Sample
-    from offline_eval.metrics.judging import ABSURD_STATEMENT
+    from offline_eval.judging.settings import EvalSettings
+    from offline_eval.judging.verdicts import ABSURD_STATEMENT
     from offline_eval.metrics.ragas import ContextPrecision, ContextUtilization
-    from offline_eval.metrics.settings import EvalSettings
     from offline_eval.runtime.scripted import ScriptedJudge
     from tests.helpers import models, score
 
@@ -283,8 +283,8 @@ def test_an_answer_any_passage_helps_reach_gets_no_useful_chunk_in_context_utili
     every chunk useful for it (+0.75 context_utilization for unsupported answers); asked whether an
     unrelated passage helps reach such an answer, it says yes too, and no chunk counts as useful."""
     from offline_eval.data.schema import Sample
+    from offline_eval.judging.settings import EvalSettings
     from offline_eval.metrics.ragas import ContextUtilization
-    from offline_eval.metrics.settings import EvalSettings
     from offline_eval.runtime.scripted import ScriptedJudge
     from tests.helpers import models, score
 
@@ -306,7 +306,7 @@ def test_a_statement_about_what_the_contexts_are_about_is_never_left_out():
     contexts' words, so it is a claim about them and is judged, not left out as a note to the grader."""
     from offline_eval.data.schema import Sample
     from offline_eval.metrics.ragas import Faithfulness
-    from offline_eval.metrics.settings import EvalSettings
+    from offline_eval.judging.settings import EvalSettings
     from offline_eval.runtime.scripted import ScriptedJudge
     from tests.helpers import models, score
 

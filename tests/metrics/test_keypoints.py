@@ -8,10 +8,10 @@ import pytest
 
 from offline_eval.data.schema import Sample
 from offline_eval.engine.executor import Engine, Task
+from offline_eval.judging.settings import EvalSettings
 from offline_eval.metrics import resolve_metrics
 from offline_eval.metrics.base import as_score, start
 from offline_eval.metrics.keypoints import Completeness, Hallucination, Irrelevance, clean_keypoints, normalise_label
-from offline_eval.metrics.settings import EvalSettings
 from offline_eval.runtime.scripted import ScriptedJudge
 from tests.helpers import models, score
 

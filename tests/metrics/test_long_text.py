@@ -175,8 +175,8 @@ def test_a_5mb_context_is_scored_by_the_judge_in_time() -> None:
     good); the whole path now takes about 20 s here, and the model is asked only about the windows
     that share most words with each statement (a statement found 4 MB in is found)."""
     from offline_eval.data.schema import Sample
+    from offline_eval.judging.settings import EvalSettings
     from offline_eval.metrics.ragas import Faithfulness
-    from offline_eval.metrics.settings import EvalSettings
     from offline_eval.runtime.scripted import ScriptedJudge
     from tests.helpers import models, score
 
@@ -212,8 +212,8 @@ def test_a_5mb_context_is_checked_by_the_classifier_in_passages_like_the_claim()
     in passages, each claim against the ``windows_per_claim`` sharing most words with it, where HHEM
     read the whole 5 MB for every claim (about 650 windows of 2,048 tokens each, an hour on a CPU)."""
     from offline_eval.data.schema import Sample
+    from offline_eval.judging.settings import EvalSettings
     from offline_eval.metrics.ragas import Faithfulness
-    from offline_eval.metrics.settings import EvalSettings
     from offline_eval.runtime.scripted import ScriptedVerifier
     from tests.helpers import models, score
 

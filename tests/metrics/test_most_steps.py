@@ -21,11 +21,11 @@ import pytest
 from offline_eval.data.readers import read_dataset
 from offline_eval.engine.executor import Engine, Task
 from offline_eval.engine.requests import Generate, ScoreOptions
+from offline_eval.judging.settings import EvalSettings
+from offline_eval.judging.verdicts import ABSURD_STATEMENT
 from offline_eval.metrics import builtin_metric_classes
 from offline_eval.metrics.base import most_window_steps, start
 from offline_eval.metrics.criteria import criterion_metric, read_criteria
-from offline_eval.metrics.judging import ABSURD_STATEMENT
-from offline_eval.metrics.settings import EvalSettings
 from offline_eval.runtime.scripted import ScriptedJudge, ScriptedVerifier, render_prompt
 from tests.helpers import models
 

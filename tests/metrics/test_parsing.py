@@ -6,9 +6,9 @@ from __future__ import annotations
 import pytest
 
 from offline_eval.json_scan import json_value_closed
-from offline_eval.metrics.parsing import MAX_DEPTH, extract_json, parse_output
+from offline_eval.judging.parsing import MAX_DEPTH, extract_json, parse_output
+from offline_eval.judging.settings import EvalSettings
 from offline_eval.metrics.ragas import Faithfulness
-from offline_eval.metrics.settings import EvalSettings
 from offline_eval.prompts.ragas import CLAIMS
 from offline_eval.runtime.scripted import ScriptedJudge
 from tests.helpers import models, score

@@ -2,7 +2,7 @@
 without spaces is one word, so a window of 100 words could hold a 3,000-character URL, kilobytes of
 minified JSON or base64, or a whole paragraph of Thai or emoji, and make a prompt the judge refuses
 (``request_failed: prompt of ... tokens does not fit max_model_len``). The run's setup resolves what the
-judge can read (:class:`~offline_eval.metrics.settings.PromptBudget`); a window that would not fit is
+judge can read (:class:`~offline_eval.judging.settings.PromptBudget`); a window that would not fit is
 cut until it does, and ordinary text is windowed as before."""
 
 from __future__ import annotations
@@ -20,9 +20,9 @@ import pytest
 
 from offline_eval.data.schema import Sample
 from offline_eval.engine.models import Models
-from offline_eval.metrics.judging import context_windows, cut_to_fit
+from offline_eval.judging.settings import EvalSettings, PromptBudget
+from offline_eval.judging.windows import context_windows, cut_to_fit
 from offline_eval.metrics.ragas import ContextRecall, Faithfulness
-from offline_eval.metrics.settings import EvalSettings, PromptBudget
 from offline_eval.run.config import RunConfig, build_run
 from offline_eval.run.model_choice import ModelChoice
 from offline_eval.runtime import chat

@@ -8,14 +8,14 @@ import numpy as np
 import pytest
 
 from offline_eval.data.schema import Sample
+from offline_eval.judging.settings import EvalSettings
+from offline_eval.judging.verdicts import ABSURD_STATEMENT, UNRELATED_PASSAGE
 from offline_eval.metrics.ragas import (
     AnswerCorrectness, AnswerRelevancy, AnswerSimilarity, ContextEntityRecall, ContextPrecision,
     ContextRecall, ContextRelevance, ContextRelevanceEmbedding, ContextUtilization, Faithfulness,
     HallucinationRate, NoiseSensitivityIrrelevant, NoiseSensitivityRelevant, RubricsScore, average_precision,
     read_rubrics,
 )
-from offline_eval.metrics.judging import ABSURD_STATEMENT, UNRELATED_PASSAGE
-from offline_eval.metrics.settings import EvalSettings
 from offline_eval.runtime.hashing_embedder import HashingEmbedder
 from offline_eval.runtime.scripted import ScriptedJudge, ScriptedVerifier
 from tests.helpers import claims_rule, models
@@ -342,7 +342,7 @@ def test_a_fragment_answer_is_judged_as_the_answer_to_its_question():
 
 
 def test_judge_verdicts_read_long_contexts_in_windows_and_keep_the_best():
-    from offline_eval.metrics.judging import context_windows
+    from offline_eval.judging.windows import context_windows
 
     long_chunk = ("The museum opens at nine. Tickets cost ten euros. The shop sells maps. "
                   "The cafe closes at five. The Eiffel Tower opened in 1889.")
@@ -387,7 +387,7 @@ def test_option_verdicts_take_out_the_lean_each_passage_gives_the_judge():
     """Contextual calibration (judging.corrected): each passage is also judged with an empty statement,
     and half of that lean, in log-odds, is taken out of every verdict against it; across windows the
     one the judge itself rates highest is kept. Answers compared with a reference are left as they are."""
-    from offline_eval.metrics.judging import ABSURD_STATEMENT, corrected
+    from offline_eval.judging.verdicts import ABSURD_STATEMENT, corrected
 
     leans = {"Paris is the capital of France.": 0.8, "The Eiffel Tower opened in 1889.": 0.2}
 

@@ -13,10 +13,10 @@ from offline_eval import reasons
 from offline_eval.data.schema import Sample
 from offline_eval.engine.executor import Engine, Task
 from offline_eval.engine.requests import Embed
+from offline_eval.judging.asking import JsonAsk, UnreadableAnswer, after_repair, ask_json_many, embed_texts, parallel
+from offline_eval.judging.settings import EvalSettings
 from offline_eval.metrics.base import Metric, Score, as_score, start
-from offline_eval.metrics.judging import JsonAsk, UnreadableAnswer, after_repair, ask_json_many, embed_texts, parallel
 from offline_eval.metrics.ragas import Faithfulness
-from offline_eval.metrics.settings import EvalSettings
 from offline_eval.prompts.ragas import CLAIMS
 from offline_eval.reasons import Unscorable, failing_with
 from offline_eval.runtime.scripted import ScriptedJudge

@@ -14,7 +14,7 @@ import pytest
 
 from offline_eval.calibration import settings_signature
 from offline_eval.cli import build_parser, main
-from offline_eval.metrics.settings import EvalSettings
+from offline_eval.judging.settings import EvalSettings
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLES = REPO / "examples" / "sample.jsonl"
@@ -31,7 +31,7 @@ from pathlib import Path
 import offline_eval
 from offline_eval.calibration import settings_signature
 from offline_eval.cli import build_parser, main
-from offline_eval.metrics.settings import EvalSettings
+from offline_eval.judging.settings import EvalSettings
 
 examples, work = sys.argv[1], Path(sys.argv[2])
 free = ["--dataset", examples, "--metrics", "rouge_l", "--no-cache", "--quiet", "--no-report"]
@@ -64,7 +64,7 @@ def test_a_setting_declared_in_one_place_has_its_flag_toml_key_api_keyword_and_s
     """A copy of the package whose EvalSettings declares one more field, and nothing else changed."""
     package = tmp_path / "copy" / "offline_eval"
     shutil.copytree(REPO / "offline_eval", package, ignore=shutil.ignore_patterns("__pycache__"))
-    settings = package / "metrics" / "settings.py"
+    settings = package / "judging" / "settings.py"
     source = settings.read_text(encoding="utf-8")
     anchor = "\n    @classmethod\n    def option_fields"
     assert source.count(anchor) == 1, "the end of EvalSettings' fields moved; update the anchor"

@@ -9,7 +9,12 @@ that only look down.
   package (``agreement``, ``cli*``, ``report``) at module level, and importing the run path and the API
   brings none of those in, not even through another module.
 - ``metrics`` imports nothing from ``runtime``, not even lazily: what a metric needs to know about the
-  models reaches it in its settings, resolved by the run's setup.
+  models reaches it in its settings, resolved by the run's setup. The judging steps below it
+  (``judging``: asking for JSON, verdicts, windows, the settings) keep to the same rule.
+- ``judging`` sits below ``metrics``: it imports nothing from ``metrics``, ``run``, nor the packages
+  that read it as the metrics do (``retrieval``, ``testset``), nor a face (the command packages,
+  ``api``, ``review``), not even lazily. The metrics, the criteria, the test-set pipeline and answering
+  take their judging steps from it, and ``metrics`` holds no copy of them.
 - No module imports itself back through other modules: every import counts, a lazy one inside a function
   (or under ``TYPE_CHECKING``) too, since a loop that only runs late is still a loop in the design.
 """
@@ -24,8 +29,10 @@ from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parents[2] / "offline_eval"
 MAX_FUNCTION_LINES = 80
-LAYERS = ("run", "engine", "metrics", "runtime")
+LAYERS = ("run", "engine", "metrics", "judging", "runtime")
 COMMAND_PACKAGES = ("agreement", "cli", "report")  # offline_eval.<name>*: agreement_cli, cli_models too
+# what the judging steps may not import: the layers above them and the faces (with the command packages)
+ABOVE_JUDGING = ("metrics", "run", "retrieval", "testset", "api", "review")
 
 
 def modules() -> dict[str, tuple[Path, ast.Module]]:
@@ -269,14 +276,62 @@ def imports_between(importers: str, imported: str) -> list[str]:
             for target, line in imports_of(module, path, tree, set(found)).items() if within(target, imported)]
 
 
-def test_metrics_import_nothing_from_runtime() -> None:
-    found = imports_between("offline_eval.metrics", "offline_eval.runtime")
+def test_metrics_and_judging_import_nothing_from_runtime() -> None:
+    found = [line for package in ("offline_eval.metrics", "offline_eval.judging")
+             for line in imports_between(package, "offline_eval.runtime")]
     assert not found, "metrics reach into runtime (resolve it into their settings instead):\n" + "\n".join(found)
 
 
+def above_judging(target: str) -> bool:
+    """Whether ``target`` (a dotted module name) belongs to a layer above the judging steps or a face."""
+    return is_command_module(target) or any(within(target, f"offline_eval.{name}") for name in ABOVE_JUDGING) \
+        or target.rpartition(".")[2].endswith("_cli")
+
+
+def upward_imports_of_judging(found: dict[str, tuple[Path, ast.Module]]) -> list[str]:
+    """Every import, wherever it stands, by a module of ``judging`` of a module above it
+    (:func:`above_judging`), as ``file:line imports module``; ``found``: the modules, as :func:`modules`."""
+    return [f"{path.relative_to(PACKAGE.parent)}:{line} imports {target}"
+            for module, (path, tree) in found.items() if within(module, "offline_eval.judging")
+            for target, line in imports_of(module, path, tree, set(found)).items() if above_judging(target)]
+
+
+def test_judging_imports_nothing_above_it() -> None:
+    found = upward_imports_of_judging(modules())
+    assert not found, "the judging steps reach above their layer:\n" + "\n".join(found)
+
+
+def test_the_judging_check_sees_an_upward_import() -> None:
+    """The check above is no vacuous pass: it finds a judging module's lazy import of a metric, of the run,
+    of a face and of the test-set pipeline, and lets one of the engine through."""
+    code = ("from offline_eval.engine.requests import Generate\n"
+            "def f():\n    from offline_eval.metrics.base import Score\n"
+            "    from offline_eval.run import config\n"
+            "    from offline_eval.report import html\n"
+            "    import offline_eval.testset.pipeline\n")
+    found = dict(modules())
+    found["offline_eval.judging.example"] = (PACKAGE / "judging" / "example.py", ast.parse(code))
+    lines = [line for line in upward_imports_of_judging(found) if "judging/example.py" in line]
+    assert [line.split(" imports ")[1] for line in lines] == [
+        "offline_eval.metrics.base", "offline_eval.run.config", "offline_eval.report.html",
+        "offline_eval.testset.pipeline"], lines
+
+
+def test_the_judging_steps_live_in_judging_only() -> None:
+    """The metrics keep no judging step of their own (no module left at the old paths), and the
+    test-set pipeline and answering, which ask the judge as the metrics do, take their steps from
+    ``judging``."""
+    assert not [name for name in ("judging.py", "parsing.py", "settings.py") if (PACKAGE / "metrics" / name).exists()]
+    found = modules()
+    for module in ("offline_eval.testset.pipeline", "offline_eval.retrieval.answering"):
+        path, tree = found[module]
+        targets = imports_of(module, path, tree, set(found))
+        assert any(within(target, "offline_eval.judging") for target in targets), module
+
+
 def test_the_layer_check_sees_a_lazy_import() -> None:
-    """The check above is no vacuous pass: it finds a lazy import of runtime by a metric module."""
-    known = {"offline_eval.metrics.settings", "offline_eval.runtime.registry", "offline_eval.runtime"}
+    """The check above is no vacuous pass: it finds a lazy import of runtime by a judging module."""
+    known = {"offline_eval.judging.settings", "offline_eval.runtime.registry", "offline_eval.runtime"}
     tree = ast.parse("def f():\n    from offline_eval.runtime.registry import backend_spec\n")
-    assert imports_of("offline_eval.metrics.settings", PACKAGE / "metrics" / "settings.py", tree, known) \
+    assert imports_of("offline_eval.judging.settings", PACKAGE / "judging" / "settings.py", tree, known) \
         == {"offline_eval.runtime.registry": 2}

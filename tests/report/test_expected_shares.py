@@ -20,10 +20,10 @@ from typing import Any
 
 import pytest
 
+from offline_eval.judging.verdicts import CREDULOUS_PASSAGE, refusals, Verdict
 from offline_eval.metrics.evidence import Checks, Columns
-from offline_eval.metrics.judging import CREDULOUS_PASSAGE, refusals, Verdict
-from offline_eval.metrics.ragas import AnswerCorrectness, ContextPrecision, ContextRecall, Faithfulness
 from offline_eval.metrics.keypoints import Completeness
+from offline_eval.metrics.ragas import AnswerCorrectness, ContextPrecision, ContextRecall, Faithfulness
 from offline_eval.report.evidence import evidence_html
 from offline_eval.report.html import write_report
 from offline_eval.report.shares import decision_line, share_note

@@ -130,10 +130,10 @@ def test_a_metrics_declared_direction_reaches_the_summary_and_the_gate(tmp_path)
     gate reads it from there: a metric from outside the package needs no table anywhere."""
     from offline_eval.data.schema import Sample
     from offline_eval.engine.models import Models
-    from offline_eval.run.runner import run_in_process
+    from offline_eval.judging.settings import EvalSettings
     from offline_eval.metrics.base import Metric, Score
-    from offline_eval.metrics.settings import EvalSettings
     from offline_eval.report._run import lower_is_better
+    from offline_eval.run.runner import run_in_process
 
     class ErrorShare(Metric):
         name = "error_share"

@@ -109,11 +109,11 @@ def test_mtrag_file_is_read_without_a_mapping() -> None:
 # ----------------------------------------------------------------------------- metrics read the history
 
 from offline_eval.engine.executor import Engine, Task  # noqa: E402
+from offline_eval.judging.settings import EvalSettings  # noqa: E402
+from offline_eval.judging.verdicts import UNRELATED_PASSAGE  # noqa: E402
 from offline_eval.metrics import builtin_metric_classes, metric_classes  # noqa: E402
 from offline_eval.metrics.base import as_score, start  # noqa: E402
 from offline_eval.metrics.conversation import recent_turns  # noqa: E402
-from offline_eval.metrics.judging import UNRELATED_PASSAGE  # noqa: E402
-from offline_eval.metrics.settings import EvalSettings  # noqa: E402
 from offline_eval.runtime.scripted import ScriptedJudge  # noqa: E402
 
 from tests.helpers import models, score

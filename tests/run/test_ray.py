@@ -17,9 +17,9 @@ import pytest
 
 from offline_eval.data.readers import read_dataset
 from offline_eval.engine.cache import ResultCache
-from offline_eval.run.runner import run_in_process
+from offline_eval.judging.settings import EvalSettings
 from offline_eval.metrics import resolve_metrics
-from offline_eval.metrics.settings import EvalSettings
+from offline_eval.run.runner import run_in_process
 from tests.engine.test_engine import _samples, assert_same_scores
 
 REPO = Path(__file__).resolve().parents[2]

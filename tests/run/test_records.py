@@ -12,9 +12,9 @@ import pytest
 
 from offline_eval.data.schema import Sample
 from offline_eval.engine.models import Models
+from offline_eval.judging.settings import EvalSettings
 from offline_eval.metrics.aggregate import Aggregate, aggregate_score
 from offline_eval.metrics.base import Metric, Score
-from offline_eval.metrics.settings import EvalSettings
 from offline_eval.records import MetricSummary, ResultRow, RunSummary, StoredScore
 from offline_eval.run.runner import run_in_process
 from offline_eval.stats import summarize

@@ -14,7 +14,7 @@ import pytest
 import offline_eval
 from offline_eval.cli_models import add_model_arguments
 from offline_eval.engine.requests import Classify, Embed, Generate, Request, ScoreOptions
-from offline_eval.metrics.settings import JUDGE, EvalSettings
+from offline_eval.judging.settings import JUDGE, EvalSettings
 from offline_eval.run.config import RunConfig, build_run
 from offline_eval.run.model_choice import ModelChoice
 from offline_eval.runtime.base import Backend, Embedder, JudgeBackend, Verifier

@@ -963,7 +963,7 @@ def test_a_prompt_gives_the_same_bits_beside_one_sharing_part_of_its_prefix(tmp_
     empty statement's probe), for this
     verdict of the golden test's bfloat16 tiny judge (issue #33). Summed in fixed blocks of keys
     (batch_invariance.KEY_BLOCK), they agree to the bit."""
-    from offline_eval.metrics.judging import ABSURD_STATEMENT
+    from offline_eval.judging.verdicts import ABSURD_STATEMENT
     from offline_eval.prompts.ragas import ATTRIBUTION_OPTION, SUPPORT_OPTION
     from tests import tiny_models
 

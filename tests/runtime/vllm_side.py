@@ -230,7 +230,7 @@ def project_prompts() -> dict[str, Any]:
 
 def project_schemas() -> dict[str, str]:
     """Every JSON schema the metrics send, as they send it (canonical JSON): each prompt's own and, for each list
-    of verdicts or keypoints, an exact-count variant (``minItems == maxItems``) like those judging.py and
+    of verdicts or keypoints, an exact-count variant (``minItems == maxItems``) like those judging/verdicts.py and
     keypoints.py derive for a part of ``len(part)`` statements."""
     schemas: dict[str, str] = {}
     for name, prompt in sorted(project_prompts().items()):

@@ -1,0 +1,128 @@
+"""What an answer is checked as: its claims, its sentences or itself whole, less what it says to its
+grader rather than about the world."""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Any, Generator, Sequence
+
+from offline_eval.judging.asking import ASK_STAGES, JsonAsk, ask_json
+from offline_eval.judging.settings import EvalSettings
+from offline_eval.judging.verdicts import UNRELATED_PASSAGE, support_matrix
+from offline_eval.judging.windows import topic_terms
+from offline_eval.prompts.ragas import CLAIMS
+from offline_eval.text import split_sentences
+
+# The most engine stages each step takes: a step yields all its requests at once (one stage), a JSON
+# ask its repair in one more. A metric's ``most_steps`` adds these along its longest path, and the
+# progress line bounds a window's steps with them before one has finished.
+NOTE_STAGES = 1  # grading_notes
+STATEMENT_STAGES = ASK_STAGES + NOTE_STAGES  # answer_statements: the judge's claims, then the grading notes
+
+
+def extract_claims(text: str, question: str | None, language: str,
+                   settings: EvalSettings) -> Generator[Any, Any, list[str]]:
+    """Short self-contained claims of ``text`` (the question resolves pronouns), each once."""
+    answer = yield from ask_json(JsonAsk(CLAIMS, language, {"question": question or "", "answer": text}),
+                                 settings)
+    seen: dict[str, None] = {}
+    for claim in answer.value["claims"]:
+        claim = claim.strip()
+        if claim:
+            seen.setdefault(claim, None)
+    return list(seen)
+
+
+@dataclass
+class Statements:
+    """What an answer is checked as: its claims, its sentences, or itself whole."""
+
+    texts: list[str]
+    source: str  # "whole", "sentences" or "llm"
+    # what the answer says to its grader rather than about the world (:func:`grading_notes`), not verified
+    left_out: list[str] = dataclasses.field(default_factory=list)
+
+    @property
+    def whole(self) -> bool:
+        return self.source == "whole"
+
+    def question_for(self, question: str | None, settings: EvalSettings) -> str | None:
+        """The question to judge this answer against: only for an answer checked whole that is a
+        fragment (at most ``settings.fragment_words`` words), else None (judged on its own, in a
+        conversation too: read as sentences of a reply with the conversation before them, MT-RAG's
+        statements were ranked further from people's labels by the bench judge)."""
+        if not (self.whole and question and self.texts):
+            return None
+        return question if len(self.texts[0].split()) <= settings.fragment_words else None
+
+
+def answer_statements(answer: str, question: str | None, language: str, settings: EvalSettings,
+                      mode: str | None = None, *, about: Sequence[str] | None = None) -> Generator[Any, Any, Statements]:
+    """The statements of ``answer`` to verify, by ``mode`` (default ``settings.claims``).
+
+    ``auto``: an answer of at most ``settings.short_answer_sentences`` sentences is one statement, the
+    answer itself; a longer one is verified sentence by sentence. ``llm``: the judge's claims (Ragas).
+    ``sentences``: the answer's sentences. Measured with the 0.5B bench judge (docs/verification.md,
+    "What is verified"): the judge's claims of a one-line answer mostly rephrase it or copy the user's
+    message, and on multi-sentence summaries they ranked worse than the sentences at many times the
+    cost; a larger judge may do better with ``llm``.
+
+    ``about``: the texts the graded answer is judged against (its contexts, or the reference answer):
+    its sentences or claims that speak to the grader instead (:func:`grading_notes`, with the question)
+    are left out first, so an answer checked whole is the rest of it; what is left out is kept in
+    ``left_out``. None: a text that is not graded (a reference answer), taken as it is.
+    """
+    mode = mode or settings.claims
+    if mode not in ("auto", "llm", "sentences"):
+        raise ValueError(f"unknown claims mode {mode!r} (auto, llm, sentences)")
+    texts = list(dict.fromkeys(split_sentences(answer, language)))
+    if mode == "llm":
+        texts = yield from extract_claims(answer, question, language, settings)
+    notes = ((yield from grading_notes(texts, language, settings, [str(question or ""), *about])) if about is not None
+             else [False] * len(texts))
+    left_out = [t for t, note in zip(texts, notes) if note]
+    if left_out:
+        texts = [t for t, note in zip(texts, notes) if not note]
+    if mode == "llm":
+        return Statements(texts, "llm", left_out)
+    if mode == "auto" and len(texts) <= max(0, settings.short_answer_sentences):
+        whole = ("" if language == "zh" else " ").join(texts) if left_out else answer.strip()
+        return Statements([whole] if whole else [], "whole", left_out)
+    return Statements(texts, "sentences", left_out)
+
+
+def left_out_note(statements: Statements) -> str:
+    """What an explanation adds for the statements :func:`grading_notes` left out; "" when none was."""
+    n = len(statements.left_out)
+    if not n:
+        return ""
+    return (f"; {n} {'sentence' if n == 1 else 'sentences'} of the answer left out, not verified: "
+            f"{'it speaks' if n == 1 else 'they speak'} to the grader, not about the world (the judge says "
+            "an unrelated passage supports it too)")
+
+
+def grading_notes(statements: Sequence[str], language: str, settings: EvalSettings,
+                  about: Sequence[str] = ()) -> Generator[Any, Any, list[bool]]:
+    """Which of an answer's ``statements`` speak to its grader rather than about the world: those that
+    share no content word with what the answer is ``about`` (its question and contexts: a note to the
+    grader talks about the grading) and that the judge says a passage having nothing to do with them
+    (:data:`UNRELATED_PASSAGE`) supports, as it does an instruction to the grader planted in an answer,
+    whatever its phrasing, language or shape (a note, a table, a JSON verdict, a forged turn). They are
+    neither supported nor unsupported claims: counted either way they would move the score of every
+    answer that carries one. A statement about the same things as the contexts is never left out (the
+    recipe-like passage also "supports" a how-to step such as "Select the catalog."). Asked where the
+    judge gives option verdicts with the probes on, of an answer with two statements or more; when
+    every statement would be left out, none is (an answer has to be judged on something)."""
+    asked = (settings.verdicts == "options" and not settings.claims_checked_by_classifier
+             and settings.credulity_limit < 1.0 and len(statements) >= 2)
+    topic = set().union(*(topic_terms(text, language) for text in about))
+    candidates = [n for n, s in enumerate(statements) if asked and not topic_terms(s, language) & topic]
+    if not candidates:
+        return [False] * len(statements)
+    [row] = yield from support_matrix([UNRELATED_PASSAGE[language]], [statements[n] for n in candidates], language,
+                                      settings, passages=False)
+    flagged = {n for n, v in zip(candidates, row) if v.probability > settings.credulity_limit}
+    if len(flagged) == len(statements):
+        flagged = set()
+    return [n in flagged for n in range(len(statements))]
