@@ -158,17 +158,11 @@ class PlainComplete(PlainCorrect):
         return Score(float(probs["Yes"]))
 
 
-class PlainRelevant(Metric):
+class PlainRelevant(PlainCorrect):
     """The baseline for answer relevance: does the answer address the question?"""
 
     name = "plain_relevant"
     requires = ("question", "answer")
-    roles = frozenset({"judge"})
-    reads_question = False
-
-    def __init__(self, in_conversation: bool = False) -> None:
-        super().__init__()
-        self.in_conversation = in_conversation
 
     def score(self, sample, settings):
         turn = _conversation(sample) if self.in_conversation else f"Question: {sample.question}\n"
@@ -177,17 +171,11 @@ class PlainRelevant(Metric):
         return Score(float(probs["Yes"]))
 
 
-class PlainContextRelevant(Metric):
+class PlainContextRelevant(PlainCorrect):
     """The baseline for context relevance: does the passage hold what answers the question?"""
 
     name = "plain_context_relevant"
     requires = ("question", "contexts")
-    roles = frozenset({"judge"})
-    reads_question = False
-
-    def __init__(self, in_conversation: bool = False) -> None:
-        super().__init__()
-        self.in_conversation = in_conversation
 
     def score(self, sample, settings):
         turn = _conversation(sample) if self.in_conversation else f"Question: {sample.question}\n"
@@ -511,7 +499,8 @@ def write_outputs(out: Path, payload: dict[str, Any]) -> None:
         lines.append(f"| {r['set']} | {r['config']} | {r['metric']} | {m['n_scored']} / {m['n']} "
                      f"({m.get('n_positive', '-')}/{m.get('n_negative', '-')}){unsc} | {_fmt(m.get('auc'))} | "
                      f"{_fmt(m.get('bacc_05'))} | {'-' if t is None else f'{t:.3f}'} | "
-                     f"{_fmt(m.get('bacc_calibrated'))} | {_fmt_pairs(m.get('pairwise'))} | {means} | {m.get('distinct_values', '-')} | "
+                     f"{_fmt(m.get('bacc_calibrated'))} | {_fmt_pairs(m.get('pairwise'))} | {means} | "
+                     f"{m.get('distinct_values', '-')} | "
                      f"{_fmt_requests(r.get('requests_per_row'))} | {r['wall_s']:.0f} |")
     lines += ["", "Sets: " + "; ".join(f"`{k}` {v}" for k, v in meta["sets"].items()), ""]
     if payload.get("notes"):
