@@ -4,6 +4,8 @@
     python benchmarks/agreement.py --configs plain,default,no_baseline,full_baseline \
         --out benchmarks/results/agreement_variants
     python benchmarks/agreement.py --sets begin --configs plain,default
+    python benchmarks/agreement.py --sets mtrag_appropriateness,rgb_context --configs plain,default \
+        --out benchmarks/results/agreement_relevance
 
 Sets (../shared/data, SPEC §6), each mapped to the metric it tests:
 
@@ -27,6 +29,8 @@ Sets (../shared/data, SPEC §6), each mapped to the metric it tests:
                    the completeness ratings is 4; the RAGEval keypoint completeness (the share of the
                    reference's key points the answer covers: MT-RAG asks whether the response holds all
                    the relevant information, a recall, which answer_correctness' F1 mixes with precision)
+Named only (not in the default run):
+
   mtrag_appropriateness the same answers to their question, relevant when the median of the appropriateness
                    ratings is 4 (every rated answer of a drawn turn, so the answers to one turn can be
                    compared; the limit counts turns); answer_relevancy
@@ -318,6 +322,11 @@ SETS: dict[str, tuple[Callable[..., list], str, type[Metric], int | None, str]] 
     "mtrag_completeness": (lambda n, s: _mtrag(n, s, "completeness"), "completeness", PlainComplete, None,
                            "MT-RAG dev, rated answers vs the reference answer (complete = median completeness "
                            "rating 4)"),
+}
+
+# Issue #58's relevance sets: run when named (--sets), so the default run and the scripts built on SETS
+# (estimate.py) keep measuring what they measured.
+RELEVANCE_SETS: dict[str, tuple[Callable[..., list], str, type[Metric], int | None, str]] = {
     "mtrag_appropriateness": (_mtrag_turns, "answer_relevancy", PlainRelevant, None,
                               "MT-RAG dev, rated answers to their question (relevant = median appropriateness "
                               "rating 4; limit counts turns)"),
@@ -524,7 +533,8 @@ def code_version() -> str:
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--sets", default=",".join(SETS), help="comma-separated: " + ", ".join(SETS))
+    p.add_argument("--sets", default=",".join(SETS),
+                   help="comma-separated: " + ", ".join(SETS) + "; by name only: " + ", ".join(RELEVANCE_SETS))
     p.add_argument("--configs", default="plain,default", help="comma-separated: " + ", ".join(CONFIGS))
     p.add_argument("--limit", action="append", default=[], metavar="SET=N",
                    help="rows (qags: articles; rgb: queries) per set; 0 = all")
@@ -574,7 +584,7 @@ def main(argv: list[str] | None = None) -> int:
     started = time.monotonic()
     try:
         for set_name in [s for s in args.sets.split(",") if s]:
-            loader, metric_name, baseline, default_limit, what = SETS[set_name]
+            loader, metric_name, baseline, default_limit, what = {**SETS, **RELEVANCE_SETS}[set_name]
             limit = limits.get(set_name, default_limit) or None
             rows = loader(limit, args.seed)
             meta["sets"][set_name] = f"{what}: {len(rows)} rows" + (f" (limit {limit}, seed {args.seed})" if limit else "")
