@@ -4,6 +4,8 @@
     python benchmarks/agreement.py --configs plain,default,no_baseline,full_baseline \
         --out benchmarks/results/agreement_variants
     python benchmarks/agreement.py --sets begin --configs plain,default
+    python benchmarks/agreement.py --sets mtrag_appropriateness,rgb_context --configs plain,default \
+        --out benchmarks/results/agreement_relevance
 
 Sets (../shared/data, SPEC §6), each mapped to the metric it tests:
 
@@ -27,12 +29,26 @@ Sets (../shared/data, SPEC §6), each mapped to the metric it tests:
                    the completeness ratings is 4; the RAGEval keypoint completeness (the share of the
                    reference's key points the answer covers: MT-RAG asks whether the response holds all
                    the relevant information, a recall, which answer_correctness' F1 mixes with precision)
+Named only (not in the default run):
+
+  mtrag_appropriateness the same answers to their question, relevant when the median of the appropriateness
+                   ratings is 4 (every rated answer of a drawn turn, so the answers to one turn can be
+                   compared; the limit counts turns); answer_relevancy
+  rgb_context      RGB English: each query's passages one at a time, a positive passage (it holds the
+                   answer) 1, a negative one (retrieved for the query, without the answer) 0; the limit
+                   counts queries; context_relevance
+
+The two relevance sets also report a pairwise view, as the Ragas paper measured: the answers to one
+turn with different median ratings, a positive and a negative passage of one query; the share of
+pairs where the metric scores the better one higher (a tie settled by a seeded coin).
 
 Configurations: ``plain`` is the one-prompt baseline of issue #14 (user turn "Context:\\n{contexts}\\n\\n
 Statement:\\n{answer}\\n\\nIs the statement fully supported by the context? Answer Yes or No.", score =
 P(Yes) / (P(Yes) + P(No)) at the next token; for answer correctness the context is the golden
 answer and the question is given; for completeness, "Does the answer give all the information of the
-reference answer?"); ``plain_history`` is the same prompt with the conversation before the answer (its
+reference answer?"; for answer relevance, "Question: ...\nAnswer: ...\n\nDoes the answer address the
+question?"; for context relevance, "Question: ...\nPassage: ...\n\nDoes the passage hold information that
+answers the question?"); ``plain_history`` is the same prompt with the conversation before the answer (its
 latest 200 words) and the question; ``default`` is the set's metric with the code's default settings
 (which read the question alone, ``--history none``); ``history_tail`` / ``history_rewrite`` /
 ``history_both`` set ``--history`` (``history_none`` is the default's settings, named). Other named configurations (``CONFIGS``) are the variants measured
@@ -55,8 +71,9 @@ import platform
 import shlex
 import sys
 import time
-from collections import Counter
+from collections import Counter, defaultdict
 from datetime import datetime, timezone
+from itertools import combinations
 from pathlib import Path
 from typing import Any, Callable
 
@@ -67,7 +84,7 @@ sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "benchmarks"))
 
 from _bench_profile import bench_manifest  # noqa: E402
-from offline_eval.agreement import agreement_pointwise  # noqa: E402
+from offline_eval.agreement import agreement_pairwise, agreement_pointwise  # noqa: E402
 from offline_eval.agreement.scoring import build_setup, resolve_metric, score_samples  # noqa: E402
 from offline_eval.calibration import best_threshold, out_of_fold_predictions  # noqa: E402
 from offline_eval.data.readers import read_dataset  # noqa: E402
@@ -145,6 +162,33 @@ class PlainComplete(PlainCorrect):
         return Score(float(probs["Yes"]))
 
 
+class PlainRelevant(PlainCorrect):
+    """The baseline for answer relevance: does the answer address the question?"""
+
+    name = "plain_relevant"
+    requires = ("question", "answer")
+
+    def score(self, sample, settings):
+        turn = _conversation(sample) if self.in_conversation else f"Question: {sample.question}\n"
+        body = f"{turn}Answer: {sample.answer}\n\nDoes the answer address the question? Answer Yes or No."
+        probs = yield ScoreOptions(prompt=messages(("system", PLAIN_SYSTEM), ("user", body)), options=("Yes", "No"))
+        return Score(float(probs["Yes"]))
+
+
+class PlainContextRelevant(PlainCorrect):
+    """The baseline for context relevance: does the passage hold what answers the question?"""
+
+    name = "plain_context_relevant"
+    requires = ("question", "contexts")
+
+    def score(self, sample, settings):
+        turn = _conversation(sample) if self.in_conversation else f"Question: {sample.question}\n"
+        body = (f"{turn}Passage: {chr(10).join(sample.contexts)}\n\n"
+                "Does the passage hold information that answers the question? Answer Yes or No.")
+        probs = yield ScoreOptions(prompt=messages(("system", PLAIN_SYSTEM), ("user", body)), options=("Yes", "No"))
+        return Score(float(probs["Yes"]))
+
+
 def _conversation(sample) -> str:
     """The latest 200 words of the conversation before the sample's question, then the question."""
     from offline_eval.metrics.conversation import recent_turns
@@ -214,10 +258,33 @@ def _rgb(limit: int | None, seed: int) -> list[tuple[Sample, float]]:
         for tag, answer, label in (("fake", fake, 1.0), ("true", true, 0.0)):
             out.append((Sample(id=f"rgb-{q['id']}-{tag}", question=q["query"], answer=str(answer), contexts=contexts,
                                row=int(q["id"]) + 1), label))
-    if limit:
-        keep = set(np.random.default_rng(seed).permutation(sorted({s.row for s, _ in out}))[:limit].tolist())
-        out = [(s, y) for s, y in out if s.row in keep]
-    return out
+    return _groups(out, limit, seed, lambda s: s.row)
+
+
+def _rgb_context(limit: int | None, seed: int) -> list[tuple[Sample, float]]:
+    """Each RGB English query's passages one by one: a positive passage holds the answer (1), a negative
+    one was retrieved for the query and does not (0). ``limit`` counts queries."""
+    out = []
+    for line in open(DATA / "rgb_en_fact.json", encoding="utf-8"):
+        q = json.loads(line)
+        for tag, label in (("positive", 1.0), ("negative", 0.0)):
+            out += [(Sample(id=f"rgbc-{q['id']}-{tag}-{j}", question=q["query"], answer="", contexts=[p],
+                            row=int(q["id"]) + 1), label) for j, p in enumerate(q[tag]) if p.strip()]
+    return _groups(out, limit, seed, lambda s: s.row)
+
+
+def _mtrag_turns(limit: int | None, seed: int, dimension: str = "appropriateness") -> list[tuple[Sample, float]]:
+    """MT-RAG's rated answers as :func:`_mtrag` reads them, ``limit`` counting conversation turns (every
+    rated answer of a kept turn is kept, so the answers to one turn can be compared)."""
+    return _groups(_mtrag(None, seed, dimension), limit, seed, lambda s: s.extra["task_id"])
+
+
+def _groups(rows: list[tuple[Sample, float]], limit: int | None, seed: int, key: Callable[[Sample], Any]):
+    """The rows of ``limit`` groups (``key``) drawn at random; every row when ``limit`` is None."""
+    if not limit:
+        return rows
+    keep = set(np.random.default_rng(seed).permutation(sorted({key(s) for s, _ in rows}))[:limit].tolist())
+    return [(s, y) for s, y in rows if key(s) in keep]
 
 
 def _mtrag(limit: int | None, seed: int, dimension: str = "faithfulness") -> list[tuple[Sample, float]]:
@@ -255,6 +322,24 @@ SETS: dict[str, tuple[Callable[..., list], str, type[Metric], int | None, str]] 
     "mtrag_completeness": (lambda n, s: _mtrag(n, s, "completeness"), "completeness", PlainComplete, None,
                            "MT-RAG dev, rated answers vs the reference answer (complete = median completeness "
                            "rating 4)"),
+}
+
+# Issue #58's relevance sets: run when named (--sets), so the default run and the scripts built on SETS
+# (estimate.py) keep measuring what they measured.
+RELEVANCE_SETS: dict[str, tuple[Callable[..., list], str, type[Metric], int | None, str]] = {
+    "mtrag_appropriateness": (_mtrag_turns, "answer_relevancy", PlainRelevant, None,
+                              "MT-RAG dev, rated answers to their question (relevant = median appropriateness "
+                              "rating 4; limit counts turns)"),
+    "rgb_context": (_rgb_context, "context_relevance", PlainContextRelevant, 12,
+                    "RGB English, each query's passages one at a time (positive holds the answer = 1, "
+                    "negative = 0; limit counts queries)"),
+}
+
+# The pairwise view (as the Ragas paper measured): name -> (the group whose items are compared, the human
+# grade that orders them). Pairs are two items of one group with different grades.
+PAIRS: dict[str, tuple[Callable[[Sample], Any], Callable[[Sample, float], float]]] = {
+    "mtrag_appropriateness": (lambda s: s.extra["task_id"], lambda s, y: float(s.extra["human"]["appropriateness"])),
+    "rgb_context": (lambda s: s.row, lambda s, y: y),
 }
 
 # Configurations: name -> (metric or None for the set's default, settings overrides, metadata value key)
@@ -322,6 +407,25 @@ def measure(rows, scores) -> dict[str, Any]:
     return out
 
 
+def pairwise(rows, scores, group: Callable[[Sample], Any], grade: Callable[[Sample, float], float]) -> dict[str, Any]:
+    """Of the pairs of items of one group (``group``) with different human grades (``grade``), the share where
+    the metric scores the higher-graded item higher; a tie in the metric's scores is settled by a seeded coin
+    (:func:`agreement_pairwise`). A pair with an unscored item is counted apart, not compared."""
+    by_group: dict[Any, list[tuple[float, float | None]]] = defaultdict(list)
+    for s, y in rows:
+        by_group[group(s)].append((grade(s, y), scores.get(s.id, {}).get("value")))
+    pairs, unscored = [], 0
+    for items in by_group.values():
+        for (grade_a, a), (grade_b, b) in combinations(items, 2):
+            if grade_a == grade_b:
+                continue
+            if a is None or b is None:
+                unscored += 1
+                continue
+            pairs.append((a, b) if grade_a > grade_b else (b, a))
+    return {**agreement_pairwise(pairs, resamples=RESAMPLES, seed=BOOT_SEED).to_dict(), "n_unscored_pairs": unscored}
+
+
 def _wall(run_dir: Path, wall: float) -> float:
     """Seconds of the first computation of this run folder (a cached rerun keeps that figure)."""
     path = run_dir / "timing.json"
@@ -361,6 +465,13 @@ def _fmt_requests(value: float | None) -> str:
     return "-" if value is None else f"{value:.1f}"
 
 
+def _fmt_pairs(pairs: dict[str, Any] | None) -> str:
+    if not pairs:
+        return "-"
+    unscored = f", {pairs['n_unscored_pairs']} unscored" if pairs.get("n_unscored_pairs") else ""
+    return f"{_fmt(pairs['accuracy'])} ({pairs['n_pairs']} pairs, {pairs['n_ties']} ties{unscored})"
+
+
 def write_outputs(out: Path, payload: dict[str, Any]) -> None:
     out.parent.mkdir(parents=True, exist_ok=True)
     out.with_suffix(".json").write_text(json.dumps(payload, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
@@ -379,10 +490,14 @@ def write_outputs(out: Path, payload: dict[str, Any]) -> None:
         "seed 0): each row is predicted by the threshold that maximises balanced accuracy on the other four "
         "folds, as `offline-eval calibrate` reports it; the threshold column is the one fitted on all rows. "
         f"95% bootstrap intervals ({RESAMPLES} stratified resamples, seed {BOOT_SEED})",
+        "- pairwise (sets with one): two items of one group (the answers to one MT-RAG turn, the passages of one "
+        "RGB query) with different human grades; the share where the metric scores the higher-graded one higher, "
+        "a tie settled by a seeded coin; bootstrap over pairs",
         "",
         "| set | configuration | metric | scored / n (+/−) | ROC AUC | bal. acc. @0.5 | threshold "
-        "| bal. acc. calibrated (5-fold) | mean + / − | distinct scores | judge requests / row | wall s |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "| bal. acc. calibrated (5-fold) | pairwise accuracy | mean + / − | distinct scores | judge requests / row "
+        "| wall s |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in payload["results"]:
         m = r["measure"]
@@ -393,7 +508,8 @@ def write_outputs(out: Path, payload: dict[str, Any]) -> None:
         lines.append(f"| {r['set']} | {r['config']} | {r['metric']} | {m['n_scored']} / {m['n']} "
                      f"({m.get('n_positive', '-')}/{m.get('n_negative', '-')}){unsc} | {_fmt(m.get('auc'))} | "
                      f"{_fmt(m.get('bacc_05'))} | {'-' if t is None else f'{t:.3f}'} | "
-                     f"{_fmt(m.get('bacc_calibrated'))} | {means} | {m.get('distinct_values', '-')} | "
+                     f"{_fmt(m.get('bacc_calibrated'))} | {_fmt_pairs(m.get('pairwise'))} | {means} | "
+                     f"{m.get('distinct_values', '-')} | "
                      f"{_fmt_requests(r.get('requests_per_row'))} | {r['wall_s']:.0f} |")
     lines += ["", "Sets: " + "; ".join(f"`{k}` {v}" for k, v in meta["sets"].items()), ""]
     if payload.get("notes"):
@@ -417,7 +533,8 @@ def code_version() -> str:
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--sets", default=",".join(SETS), help="comma-separated: " + ", ".join(SETS))
+    p.add_argument("--sets", default=",".join(SETS),
+                   help="comma-separated: " + ", ".join(SETS) + "; by name only: " + ", ".join(RELEVANCE_SETS))
     p.add_argument("--configs", default="plain,default", help="comma-separated: " + ", ".join(CONFIGS))
     p.add_argument("--limit", action="append", default=[], metavar="SET=N",
                    help="rows (qags: articles; rgb: queries) per set; 0 = all")
@@ -467,7 +584,7 @@ def main(argv: list[str] | None = None) -> int:
     started = time.monotonic()
     try:
         for set_name in [s for s in args.sets.split(",") if s]:
-            loader, metric_name, baseline, default_limit, what = SETS[set_name]
+            loader, metric_name, baseline, default_limit, what = {**SETS, **RELEVANCE_SETS}[set_name]
             limit = limits.get(set_name, default_limit) or None
             rows = loader(limit, args.seed)
             meta["sets"][set_name] = f"{what}: {len(rows)} rows" + (f" (limit {limit}, seed {args.seed})" if limit else "")
@@ -500,11 +617,14 @@ def main(argv: list[str] | None = None) -> int:
                     scores = {k: {**v, "value": v.get("metadata", {}).get(value_key)} if v.get("value") is not None
                               else v for k, v in scores.items()}
                 m = measure(rows, scores)
+                if set_name in PAIRS:
+                    m["pairwise"] = pairwise(rows, scores, *PAIRS[set_name])
                 payload["results"].append({"set": set_name, "config": config, "metric": setup.metrics[0].name,
                                            "settings": overrides, "wall_s": round(wall, 1),
                                            "requests_per_row": requests_per_row(run_dir, len(rows)), "measure": m})
                 print(f"[{time.monotonic() - started:6.0f}s] {set_name} / {config}: AUC {_fmt(m.get('auc'))}, "
                       f"bacc@0.5 {_fmt(m.get('bacc_05'))}, calibrated {_fmt(m.get('bacc_calibrated'))}, "
+                      f"pairwise {_fmt_pairs(m.get('pairwise'))}, "
                       f"{wall:.0f} s", file=sys.stderr, flush=True)
                 meta["elapsed_s"] = round(time.monotonic() - started, 1)
                 write_outputs(args.out, payload)

@@ -1,0 +1,80 @@
+"""The relevance sets of `benchmarks/agreement.py` (issue #58): the pairwise view, the RGB passages loader
+and the plain Yes/No baselines, on hand-built rows (no shared data, no model)."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
+import agreement as bench  # noqa: E402
+from offline_eval.data.schema import Sample  # noqa: E402
+
+
+def _rows(*items):
+    """(id, group, grade) -> rows as the loaders return them, the grade as the label."""
+    return [(Sample(id=i, question="q", answer="a", row=g), float(y)) for i, g, y in items]
+
+
+def _pairwise(rows, values):
+    return bench.pairwise(rows, {k: {"value": v} for k, v in values.items()}, lambda s: s.row, lambda s, y: y)
+
+
+def test_pairs_are_items_of_one_group_with_different_grades_the_better_one_first():
+    rows = _rows(("a", 1, 1), ("b", 1, 0), ("c", 1, 0), ("d", 2, 1), ("e", 2, 1), ("f", 3, 0))
+    # group 1: a beats b and c (2 pairs); group 2: equal grades, no pair; group 3: one item, no pair
+    got = _pairwise(rows, {"a": 0.9, "b": 0.1, "c": 0.95, "d": 0.0, "e": 1.0, "f": 0.5})
+    assert got["n_pairs"] == 2 and got["n_ties"] == 0 and got["n_unscored_pairs"] == 0
+    assert got["accuracy"]["value"] == pytest.approx(0.5)  # a > b right, a < c wrong
+
+
+def test_graded_pairs_follow_the_grade_and_unscored_items_are_counted_apart():
+    rows = [(Sample(id=i, question="q", answer="a", extra={"task_id": "t", "human": {"appropriateness": r}}), 0.0)
+            for i, r in (("x", 4), ("y", 3.5), ("z", 2), ("w", 3))]
+    scores = {"x": {"value": 0.8}, "y": {"value": 0.6}, "z": {"value": 0.7}, "w": {"value": None, "reason": "r"}}
+    got = bench.pairwise(rows, scores, *bench.PAIRS["mtrag_appropriateness"])
+    # x>y right, x>z right, y>z wrong; the three pairs with w are unscored
+    assert got["n_pairs"] == 3 and got["n_unscored_pairs"] == 3
+    assert got["accuracy"]["value"] == pytest.approx(2 / 3)
+
+
+def test_tied_scores_are_settled_by_the_seeded_coin_and_counted():
+    rows = _rows(*[(f"p{i}", i, 1) for i in range(40)], *[(f"n{i}", i, 0) for i in range(40)])
+    first = _pairwise(rows, {s.id: 0.5 for s, _ in rows})
+    assert first["n_pairs"] == 40 and first["n_ties"] == 40
+    assert 0.0 < first["accuracy"]["value"] < 1.0
+    assert _pairwise(rows, {s.id: 0.5 for s, _ in rows}) == first  # the same coin every time
+
+
+def test_rgb_context_reads_each_passage_of_a_drawn_query_as_one_row(tmp_path, monkeypatch):
+    lines = [{"id": str(i), "query": f"query {i}", "positive": [f"pos {i}", "  "],
+              "negative": [f"neg {i}a", f"neg {i}b"]} for i in range(5)]
+    (tmp_path / "rgb_en_fact.json").write_text("\n".join(json.dumps(x) for x in lines), encoding="utf-8")
+    monkeypatch.setattr(bench, "DATA", tmp_path)
+    every = bench._rgb_context(None, 13)
+    assert len(every) == 15  # the blank passage dropped
+    first = [(s.question, s.contexts, y) for s, y in every if s.row == 1]
+    assert first == [("query 0", ["pos 0"], 1.0), ("query 0", ["neg 0a"], 0.0), ("query 0", ["neg 0b"], 0.0)]
+    drawn = bench._rgb_context(2, 13)
+    assert len({s.row for s, _ in drawn}) == 2 and len(drawn) == 6  # whole queries
+    assert bench._rgb_context(2, 13) == drawn
+
+
+@pytest.mark.parametrize("cls, sample, asked", [
+    (bench.PlainRelevant, Sample(id="1", question="Who wrote it?", answer="Ann did."),
+     "Question: Who wrote it?\nAnswer: Ann did.\n\nDoes the answer address the question? Answer Yes or No."),
+    (bench.PlainContextRelevant, Sample(id="1", question="Who wrote it?", answer="", contexts=["Ann wrote it."]),
+     "Question: Who wrote it?\nPassage: Ann wrote it.\n\n"
+     "Does the passage hold information that answers the question? Answer Yes or No."),
+])
+def test_plain_relevance_baselines_ask_one_yes_no_question(cls, sample, asked):
+    steps = cls().score(sample, None)
+    request = next(steps)
+    assert request.options == ("Yes", "No")
+    assert request.prompt == (("system", bench.PLAIN_SYSTEM), ("user", asked))
+    with pytest.raises(StopIteration) as done:
+        steps.send({"Yes": 0.7, "No": 0.3})
+    assert done.value.value.value == pytest.approx(0.7)
