@@ -73,21 +73,35 @@ def test_one_backend_call_per_batch_per_stage_whatever_the_dataset(tmp_path):
 
 
 def test_calls_per_stage_is_ceil_of_requests_over_batch(tmp_path):
+    from offline_eval.judging.verdicts import UNRELATED_PASSAGE
+    from offline_eval.judging.windows import topic_terms
+
     samples = _samples(20)
     metrics, _ = resolve_metrics(["faithfulness"])
-    judge = ScriptedJudge(script=SCRIPT, batch_size=6)
+    # the unrelated passage supports no claim: the grading-note probe is asked and leaves nothing out
+    unrelated = [{"match": UNRELATED_PASSAGE[lang], "probs": {"Yes": 0.1, "No": 0.9}} for lang in ("en", "zh")]
+    judge = ScriptedJudge(script={**SCRIPT, "options": unrelated}, batch_size=6)
     out = run_in_process(samples, metrics, models(judge), EvalSettings(claims="llm", context_window=0), tmp_path / "f")
-    # Stage 1: 20 claim extractions; stage 2: one P(Yes) per distinct (contexts, claim) pair and two
-    # probes per distinct contexts (an empty statement for the baseline correction, an absurd one for
-    # credulity): the scripted judge gives 3 claims per English row and 2 per Chinese one, and rows 13-20
-    # repeat the contexts of rows 1-8, so their verdicts and probes are deduplicated.
-    distinct_pairs = {(tuple(s.contexts), c) for s in samples
-                      for c in (("陈述一", "陈述二") if s.language == "zh" else ("claim one", "claim two", "claim three"))}
+    # Stage 1: 20 claim extractions. Stage 2: the grading-note probe, one per claim that shares no word
+    # with its row's question and contexts. Stage 3: one P(Yes) per distinct (contexts, claim) pair and
+    # two probes per distinct contexts (an empty statement for the baseline correction, an absurd one
+    # for credulity). The scripted judge gives 3 claims per English row and 2 per Chinese one, and rows
+    # 13-20 repeat the contexts of rows 1-8, so their verdicts and probes are deduplicated.
+    def claims(s):
+        return ("陈述一", "陈述二") if s.language == "zh" else ("claim one", "claim two", "claim three")
+
+    def unrelated_to(s):
+        topic = set().union(*(topic_terms(t, s.language) for t in [s.question or "", *s.contexts]))
+        return [c for c in claims(s) if not topic_terms(c, s.language) & topic]
+
+    notes = [(s.language, c) for s in samples for c in unrelated_to(s)]
+    distinct_pairs = {(tuple(s.contexts), c) for s in samples for c in claims(s)}
     distinct_contexts = {tuple(s.contexts) for s in samples}
-    assert judge.calls["generate"] == math.ceil(20 / 6)
-    assert out.stats["requests"]["options"] == sum(4 if s.language == "zh" else 5 for s in samples)
-    assert out.stats["computed"]["options"] == len(distinct_pairs) + 2 * len(distinct_contexts)
-    assert judge.calls["options"] == math.ceil((len(distinct_pairs) + 2 * len(distinct_contexts)) / 6)
+    verdicts = len(distinct_pairs) + 2 * len(distinct_contexts)
+    assert notes and judge.calls["generate"] == math.ceil(20 / 6)
+    assert out.stats["requests"]["options"] == sum(len(claims(s)) + 2 for s in samples) + len(notes)
+    assert out.stats["computed"]["options"] == verdicts + len(set(notes))
+    assert judge.calls["options"] == math.ceil(len(set(notes)) / 6) + math.ceil(verdicts / 6)
 
 
 def test_scores_identical_across_batch_sizes_and_per_row_mode(tmp_path):
