@@ -84,9 +84,9 @@ sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "benchmarks"))
 
 from _bench_profile import bench_manifest  # noqa: E402
-from offline_eval.agreement import agreement_pairwise, agreement_pointwise  # noqa: E402
-from offline_eval.agreement.scoring import build_setup, resolve_metric, score_samples  # noqa: E402
-from offline_eval.calibration import best_threshold, out_of_fold_predictions  # noqa: E402
+from offline_eval.people.agreement import agreement_pairwise, agreement_pointwise  # noqa: E402
+from offline_eval.people.agreement.scoring import build_setup, resolve_metric, score_samples  # noqa: E402
+from offline_eval.people.calibration import best_threshold, out_of_fold_predictions  # noqa: E402
 from offline_eval.data.readers import read_dataset  # noqa: E402
 from offline_eval.data.schema import Sample  # noqa: E402
 from offline_eval.engine.cache import ResultCache  # noqa: E402
@@ -399,7 +399,7 @@ def measure(rows, scores) -> dict[str, Any]:
                distinct_values=int(len(np.unique(np.round(v, 6)))),
                calibrated_threshold=best_threshold(v, y))
     # Calibrated balanced accuracy, honestly: each row is predicted by a threshold fitted on the other
-    # folds (offline_eval.calibration, as `offline-eval calibrate` reports it), then bootstrapped.
+    # folds (offline_eval.people.calibration, as `offline-eval calibrate` reports it), then bootstrapped.
     predicted = out_of_fold_predictions(v, y, FOLDS, seed=0)
     if predicted is not None:
         out["bacc_calibrated"] = agreement_pointwise(predicted.astype(float), y, threshold=0.5, resamples=RESAMPLES,

@@ -10,7 +10,7 @@ EVOUNA), its per-row values the judge's predictions, the share of human yes over
 For n in {50, 100, 200} wherever n is at most a quarter of N (a set too small for any of them gets
 n = N // 4 instead, marked), ``--draws`` simple random samples of n rows play the labelled rows, and each
 draw gives the labels-only rate with its interval and the prediction-powered estimate with its interval
-(offline_eval.estimate.estimate_rate, the code `offline-eval estimate` runs), for each prediction: the raw
+(offline_eval.people.estimate.estimate_rate, the code `offline-eval estimate` runs), for each prediction: the raw
 score and the cross-fitted calibrated probability. Measured over the draws: coverage of the truth by each
 95% interval, mean widths and their ratio, mean absolute errors of the judge-only mean, the labels-only
 rate and PPI; and the issue's acceptance: PPI coverage in [0.93, 0.98], width at most 1.02x the labels-only
@@ -44,8 +44,8 @@ sys.path.insert(0, str(REPO / "benchmarks"))
 import agreement as bench  # noqa: E402  (its loaders, sets, judge and cache)
 
 from _bench_profile import bench_manifest  # noqa: E402
-from offline_eval.agreement import roc_auc  # noqa: E402
-from offline_eval.estimate import DEFAULT_PREDICTION, PREDICTIONS, estimate_rate, read_run  # noqa: E402
+from offline_eval.people.agreement import roc_auc  # noqa: E402
+from offline_eval.people.estimate import DEFAULT_PREDICTION, PREDICTIONS, estimate_rate, read_run  # noqa: E402
 
 SIZES = (50, 100, 200)
 DRAW_SEED = 20261201
@@ -66,7 +66,7 @@ def scores_of(set_name: str, rows: list, args: argparse.Namespace) -> tuple[dict
         raise LookupError(f"no finished run in {run_dir} (run benchmarks/agreement.py, or drop --no-score)")
     import torch
 
-    from offline_eval.agreement.scoring import build_setup, score_samples
+    from offline_eval.people.agreement.scoring import build_setup, score_samples
     from offline_eval.engine.cache import ResultCache
     from offline_eval.run.model_choice import ModelChoice
 
@@ -165,7 +165,7 @@ def write_outputs(out: Path, payload: dict[str, Any]) -> None:
         f"labelled per cell (seed {meta['seed']}); n in {{50, 100, 200}} where n <= N/4 (a set with none: "
         "n = N // 4, marked *)",
         "- labels only: the share of yes among the n labels, Wilson 95% interval for the N rows (finite-population "
-        "correction); PPI: PPI++ with power tuning, its interval for the N rows (offline_eval.estimate); "
+        "correction); PPI: PPI++ with power tuning, its interval for the N rows (offline_eval.people.estimate); "
         "raw: the score as the prediction; calibrated: a Platt map cross-fitted on 5 folds of the labels",
         "- coverage: share of draws whose 95% interval holds the truth (1,000 draws: ±0.014 at 95%); width: mean "
         "width; ratio: PPI width / labels-only width; error: mean absolute error. Acceptance (issue #27): PPI "

@@ -48,8 +48,8 @@ sys.path.insert(0, str(REPO / "benchmarks"))
 
 import agreement as bench  # noqa: E402  (the labelled sets, the judge's location, the code's version)
 from _bench_profile import bench_manifest  # noqa: E402
-from offline_eval.agreement import roc_auc  # noqa: E402
-from offline_eval.agreement.scoring import build_setup, score_samples  # noqa: E402
+from offline_eval.people.agreement import roc_auc  # noqa: E402
+from offline_eval.people.agreement.scoring import build_setup, score_samples  # noqa: E402
 from offline_eval.data.schema import Sample  # noqa: E402
 from offline_eval.engine.cache import ResultCache  # noqa: E402
 from offline_eval.run.model_choice import ModelChoice  # noqa: E402

@@ -70,7 +70,7 @@ def child(case: str, rows: int, resamples: int, workdir: Path) -> dict:
         detail = {m.name: {"n": m.n_pairs, "delta": m.delta, "ci95": m.ci95} for m in comparison.metrics}
         detail["randomization_p"] = p
     else:
-        from offline_eval.agreement import agreement_pairwise, agreement_pointwise
+        from offline_eval.people.agreement import agreement_pairwise, agreement_pointwise
 
         rng = np.random.default_rng(3)
         labels = (rng.random(rows) < 0.6).astype(float)

@@ -34,8 +34,8 @@ from offline_eval.options import HelpFormatter, add_field_arguments, boolean, it
 from offline_eval.thresholds import DEFAULT_MAX_UNSCORED, unscored_share
 
 SUBCOMMAND_MODULES = ("offline_eval.runtime.models_cli", "offline_eval.engine.cache_cli", "offline_eval.retrieval.cli",
-                      "offline_eval.report.cli", "offline_eval.testset.cli", "offline_eval.agreement_cli",
-                      "offline_eval.review.cli", "offline_eval.estimate_cli")
+                      "offline_eval.report.cli", "offline_eval.testset.cli", "offline_eval.people.agreement_cli",
+                      "offline_eval.review.cli", "offline_eval.people.estimate_cli")
 
 
 def _metric_names(text: str) -> list[str]:

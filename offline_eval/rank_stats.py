@@ -1,8 +1,8 @@
 """Rank statistics of scores against labels: average ranks, ROC AUC, Spearman's rho, balanced accuracy.
 
 Pure numpy, no scipy/sklearn. They sit below both of their readers: the ``agreement`` command reports
-them with bootstrap intervals (:mod:`offline_eval.agreement`), and a calibration fits its threshold and
-reports its quality with them (:mod:`offline_eval.calibration`), which every run reads; so a run never
+them with bootstrap intervals (:mod:`offline_eval.people.agreement`), and a calibration fits its threshold and
+reports its quality with them (:mod:`offline_eval.people.calibration`), which every run reads; so a run never
 imports the agreement command for them.
 """
 

@@ -217,7 +217,7 @@ class MetricSummary:
 @dataclass(frozen=True)
 class RunSummary:
     """summary.json: each metric's summary, the expert estimates when the folder held labels
-    (``estimates`` and ``estimates_source``, or ``estimates_error``; :mod:`offline_eval.estimate`), and
+    (``estimates`` and ``estimates_source``, or ``estimates_error``; :mod:`offline_eval.people.estimate`), and
     the run's own record (``run``: its fingerprint, settings, models, metrics, counts, engine figures)."""
 
     metrics: Mapping[str, MetricSummary]

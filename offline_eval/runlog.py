@@ -5,7 +5,7 @@ writes a run folder through this one (tests/project/test_runlog.py holds them to
     summary.json   the run's summary (:class:`~offline_eval.records.RunSummary`), written when it finishes
     run.json       the run's fingerprint and settings, written when it starts
     report.html    the HTML report, written on request
-    labels.jsonl   people's labels of the run's samples (the line format: :mod:`offline_eval.labels`)
+    labels.jsonl   people's labels of the run's samples (the line format: :mod:`offline_eval.people.labels`)
     review.json    the seeded order of a review (:mod:`offline_eval.review`)
     .lock          held by the run using the folder (:class:`offline_eval.run.folder.RunFolder`)
 

@@ -220,7 +220,7 @@ def _summary_section(data: RunData, metrics: list[str]) -> str:
 
 
 def _estimates_section(data: RunData) -> str:
-    """"What your experts would say": summary.json's ``estimates`` (offline_eval.estimate), when the run
+    """"What your experts would say": summary.json's ``estimates`` (offline_eval.people.estimate), when the run
     folder held expert labels. Every value is untrusted: names escaped, numbers formatted or a dash."""
     estimates = data.summary.estimates
     error = data.summary.estimates_error

@@ -54,7 +54,7 @@ def _kappa_text(entry: Mapping[str, Any]) -> str:
 
 
 def format_estimates(estimates: Any) -> list[str]:
-    """The lines of a summary's ``estimates`` (offline_eval.estimate): per labelled metric, how many rows
+    """The lines of a summary's ``estimates`` (offline_eval.people.estimate): per labelled metric, how many rows
     were labelled of how many scored, the judge-only mean, the labels' share of yes and the
     prediction-powered estimate with their intervals, and the annotators' kappa. [] when there are none.
     Every value is read as untrusted (a summary.json may have been edited)."""

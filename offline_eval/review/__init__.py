@@ -1,7 +1,7 @@
 """``offline-eval review RUN_FOLDER``: a labelling page for domain experts, served on 127.0.0.1 only.
 
 :mod:`.session` reads the run folder, keeps the seeded order (``review.json``) and records labels
-(``labels.jsonl``, :mod:`offline_eval.labels`); :mod:`.server` serves :mod:`.page` and its JSON;
+(``labels.jsonl``, :mod:`offline_eval.people.labels`); :mod:`.server` serves :mod:`.page` and its JSON;
 :mod:`.cli` is the subcommand. docs/review.md says how to use it and why it samples as it does.
 """
 

@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any, Iterable, Mapping
 
 from offline_eval.data.schema import printable
-from offline_eval.labels import (
+from offline_eval.people.labels import (
     LABELS_FILE, Label, append_label, cohen_kappa, latest, questions_for_people, read_labels,
 )
 from offline_eval.records import ResultRow, StoredScore

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
-from offline_eval.calibration import Calibration, read_calibrations
+from offline_eval.people.calibration import Calibration, read_calibrations
 from offline_eval.data.schema import printable
 from offline_eval.engine.models import Models
 from offline_eval.judging.settings import EvalSettings, PromptBudget
@@ -201,7 +201,7 @@ def _calibrations(config: RunConfig, models: Models) -> list[Calibration]:
 
 def calibration_files(profile: Any, roles: set[str]) -> list[Path]:
     """The calibration files kept in the model folders of ``roles`` (the judge's when it verifies)."""
-    from offline_eval.calibration import CALIBRATION_FILE
+    from offline_eval.people.calibration import CALIBRATION_FILE
 
     found = []
     for role in sorted(set(roles) | ({"judge"} if "verifier" in roles else set())):

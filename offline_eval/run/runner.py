@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from offline_eval import reasons
-from offline_eval.calibration import Calibration, annotate_row, calibration_entries, find_calibration
+from offline_eval.people.calibration import Calibration, annotate_row, calibration_entries, find_calibration
 from offline_eval.conversations import conversation_summary
 from offline_eval.data.schema import Sample
 from offline_eval.engine.cache import ResultCache
@@ -230,7 +230,8 @@ def finish_run(folder: RunFolder, samples: list[Sample], metrics: list[Metric], 
     Every column's summary entry records its direction (:attr:`Metric.higher_is_better`, and the
     aggregate's). ``calibrations``: metric -> the calibration that applies to it (None: none for these
     models); its annotations are added to the rows and the summary. A folder holding expert labels
-    (labels.jsonl, offline_eval.labels) gets their estimates too (``estimates``, offline_eval.estimate)."""
+    (labels.jsonl, offline_eval.people.labels) gets their estimates too (``estimates``,
+    offline_eval.people.estimate)."""
     chosen = calibrations or {}
     directions = {m.name: m.higher_is_better for m in metrics}
     if aggregate:
@@ -243,7 +244,7 @@ def finish_run(folder: RunFolder, samples: list[Sample], metrics: list[Metric], 
                               for n in names},
                              conversations=conversation_summary([c for _, c in rows], [i for i, _ in rows], values,
                                                                 directions))
-        from offline_eval.estimate import summary_section
+        from offline_eval.people.estimate import summary_section
 
         # the folder's labels.jsonl, if any: what experts would say
         return replace(summary.with_calibrations(calibration_entries(chosen, values)),

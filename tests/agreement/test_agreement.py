@@ -11,10 +11,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from offline_eval.agreement import (
+from offline_eval.people.agreement import (
     agreement_pairwise, agreement_pointwise, balanced_accuracy, rankdata, roc_auc, spearman,
 )
-from offline_eval.agreement.scoring import agreement_report, label_value, read_labels
+from offline_eval.people.agreement.scoring import agreement_report, label_value, read_labels
 from offline_eval.data.schema import DataError, Sample
 from offline_eval.judging.settings import EvalSettings
 from offline_eval.judging.verdicts import UNRELATED_PASSAGE
@@ -209,7 +209,7 @@ def test_sentence_faithfulness_verifies_sentences_without_claim_extraction():
 
 # --- the command, end to end on a scripted judge -----------------------------------------------------
 def test_agreement_command_end_to_end(tmp_path: Path, capsys):
-    from offline_eval.agreement_cli import register
+    from offline_eval.people.agreement_cli import register
 
     rows = [
         {"id": "p1", "question": "q", "answer": "Alpha is green.", "contexts": ["Alpha is green."], "h": "yes"},
@@ -263,7 +263,7 @@ def test_begin_labels_read(shared_data: Path):
 
 
 def test_an_unknown_metric_is_echoed_with_its_control_characters_escaped():
-    from offline_eval.agreement.scoring import resolve_metric
+    from offline_eval.people.agreement.scoring import resolve_metric
 
     with pytest.raises(ValueError) as refused:
         resolve_metric("faithfulnes\x1b[2J\n")

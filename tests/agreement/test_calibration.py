@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from offline_eval.calibration import (
+from offline_eval.people.calibration import (
     CALIBRATION_FILE, Calibration, best_threshold, cross_validated_accuracy, find_calibration, fit_calibration,
     fit_platt, read_calibrations, settings_signature, write_calibration,
 )

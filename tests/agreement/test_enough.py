@@ -79,7 +79,7 @@ def test_calibrate_refuses_six_labels_of_each_class_by_default(tmp_path, capsys)
 def test_the_labels_per_class_check_by_itself(capsys):
     import pytest
 
-    from offline_eval.agreement.scoring import check_labels_per_class
+    from offline_eval.people.agreement.scoring import check_labels_per_class
     from offline_eval.data.schema import DataError
 
     check_labels_per_class("x", 10, 12, None)  # enough: silent
@@ -107,7 +107,7 @@ def test_the_warning_is_given_once_and_the_check_before_scoring_only_refuses(cap
 
     import pytest
 
-    from offline_eval.agreement.scoring import _check_labelled
+    from offline_eval.people.agreement.scoring import _check_labelled
     from offline_eval.data.schema import DataError
 
     args = argparse.Namespace(metric="faithfulness", min_per_class=2)

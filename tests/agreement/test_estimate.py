@@ -11,12 +11,12 @@ import numpy as np
 import pytest
 
 from offline_eval.cli import main
-from offline_eval.estimate import (
+from offline_eval.people.estimate import (
     DEFAULT_PREDICTION, combine_labels, cross_fitted, estimate_rate, estimate_run, ppi_mean,
     stratified_folds, wilson_interval,
 )
-from offline_eval.calibration import fit_platt, read_calibrations
-from offline_eval.labels import Label, cohen_kappa
+from offline_eval.people.calibration import fit_platt, read_calibrations
+from offline_eval.people.labels import Label, cohen_kappa
 
 from tests.report.test_report_fixtures import EVIL, build_run
 
@@ -291,7 +291,7 @@ def test_a_lower_is_better_metric_keeps_its_direction(tmp_path, capsys):
 
 
 def test_the_default_prediction_is_one_the_command_offers():
-    from offline_eval.estimate import PREDICTIONS
+    from offline_eval.people.estimate import PREDICTIONS
     assert DEFAULT_PREDICTION in PREDICTIONS
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from offline_eval.data.schema import DataError
-from offline_eval.labels import read_labels
+from offline_eval.people.labels import read_labels
 
 LINES = ['{"id": "q01", "metric": "faithfulness", "label": "yes"}', '{"id": "q02", "metric": "faithfulness", "label": "no"}']
 

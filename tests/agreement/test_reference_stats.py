@@ -11,8 +11,8 @@ import pytest
 from scipy import stats as scipy_stats
 
 from offline_eval import stats
-from offline_eval.agreement import agreement_pairwise
-from offline_eval.estimate import wilson_interval
+from offline_eval.people.agreement import agreement_pairwise
+from offline_eval.people.estimate import wilson_interval
 from offline_eval.rank_stats import balanced_accuracy, rankdata, roc_auc, spearman
 
 RNG = np.random.default_rng(7)

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from offline_eval.calibration import settings_signature
+from offline_eval.people.calibration import settings_signature
 from offline_eval.cli import build_parser, main
 from offline_eval.judging.settings import EvalSettings
 
@@ -29,7 +29,7 @@ import json, sys
 from pathlib import Path
 
 import offline_eval
-from offline_eval.calibration import settings_signature
+from offline_eval.people.calibration import settings_signature
 from offline_eval.cli import build_parser, main
 from offline_eval.judging.settings import EvalSettings
 

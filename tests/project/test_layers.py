@@ -6,8 +6,9 @@ that only look down.
   imports it (``from offline_eval.x import _name``) or reaches for it (``x._name`` on an imported
   module), and a private module (``report/_run.py``) is imported only from its own package.
 - The library layers (``run``, ``engine``, ``metrics``, ``runtime``) import nothing from a command
-  package (``agreement``, ``cli*``, ``report``) at module level, and importing the run path and the API
-  brings none of those in, not even through another module.
+  package (``people.agreement``, ``cli*``, ``report``) at module level, and importing the run path and the
+  API brings none of those in, not even through another module. The people side (``people``) holds both:
+  labels, calibration and estimates, which a run reads, and the commands built on them.
 - ``metrics`` imports nothing from ``runtime``, not even lazily: what a metric needs to know about the
   models reaches it in its settings, resolved by the run's setup. The judging steps below it
   (``judging``: asking for JSON, verdicts, windows, the settings) keep to the same rule.
@@ -30,9 +31,10 @@ from pathlib import Path
 PACKAGE = Path(__file__).resolve().parents[2] / "offline_eval"
 MAX_FUNCTION_LINES = 80
 LAYERS = ("run", "engine", "metrics", "judging", "runtime")
-COMMAND_PACKAGES = ("agreement", "cli", "report")  # offline_eval.<name>*: agreement_cli, cli_models too
+# offline_eval.<name>*: people.agreement_cli, cli_models too
+COMMAND_PACKAGES = ("people.agreement", "cli", "report")
 # what the judging steps may not import: the layers above them and the faces (with the command packages)
-ABOVE_JUDGING = ("metrics", "run", "retrieval", "testset", "api", "review")
+ABOVE_JUDGING = ("metrics", "run", "retrieval", "testset", "api", "review", "people")
 
 
 def modules() -> dict[str, tuple[Path, ast.Module]]:
@@ -64,7 +66,7 @@ def private(name: str) -> bool:
 
 def is_command_module(name: str) -> bool:
     parts = name.split(".")
-    return len(parts) > 1 and parts[0] == "offline_eval" and parts[1].startswith(COMMAND_PACKAGES)
+    return len(parts) > 1 and parts[0] == "offline_eval" and ".".join(parts[1:]).startswith(COMMAND_PACKAGES)
 
 
 def module_level_nodes(tree: ast.Module):
@@ -177,7 +179,7 @@ def test_the_run_path_and_the_api_load_no_command_package() -> None:
     loading) and the Python API loads no command package, even indirectly: neither those named above
     nor any other command module (``estimate_cli``, ``engine/cache_cli``, ``runtime/models_cli``)."""
     code = ("import json, sys, offline_eval.api, offline_eval.run.config, offline_eval.run.runner, "
-            "offline_eval.run.ray_engine, offline_eval.runtime.loading, offline_eval.calibration\n"
+            "offline_eval.run.ray_engine, offline_eval.runtime.loading, offline_eval.people.calibration\n"
             "from offline_eval.metrics import resolve_metrics\n"
             "resolve_metrics(None, {})\n"
             "print(json.dumps(sorted(m for m in sys.modules if m.startswith('offline_eval.'))))")
@@ -335,3 +337,16 @@ def test_the_layer_check_sees_a_lazy_import() -> None:
     tree = ast.parse("def f():\n    from offline_eval.runtime.registry import backend_spec\n")
     assert imports_of("offline_eval.judging.settings", PACKAGE / "judging" / "settings.py", tree, known) \
         == {"offline_eval.runtime.registry": 2}
+
+
+def test_the_people_side_lives_in_people_only() -> None:
+    """Labels, calibration, estimates and the agreement commands live in ``people`` (nothing left at the
+    old paths), and the layer checks above still see its commands as commands and its calibration,
+    which a run reads, as none."""
+    old = ("labels.py", "estimate.py", "estimate_cli.py", "calibration.py", "agreement_cli.py",
+           "agreement/__init__.py", "agreement/scoring.py")  # files: a stale __pycache__ may stay behind
+    assert not [name for name in old if (PACKAGE / name).exists()]
+    assert is_command_module("offline_eval.people.agreement.scoring")
+    assert is_command_module("offline_eval.people.agreement_cli")
+    assert not is_command_module("offline_eval.people.calibration")
+    assert above_judging("offline_eval.people.labels")

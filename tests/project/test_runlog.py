@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from offline_eval.data.schema import DataError
-from offline_eval.estimate import read_run
+from offline_eval.people.estimate import read_run
 from offline_eval.report._run import load_run
 from offline_eval.review.session import Review, ReviewError
 from offline_eval.run.folder import RunOutput

@@ -26,7 +26,7 @@ import pytest
 
 import offline_eval.metrics
 from offline_eval.cli import main
-from offline_eval.labels import (
+from offline_eval.people.labels import (
     LABELS_FILE, Label, append_label, cohen_kappa, latest, questions_for_people, read_labels,
 )
 from offline_eval.metrics import Metric, register_metric

@@ -216,7 +216,7 @@ def test_recent_turns_keep_the_latest_words_whole_turns_first() -> None:
 
 
 def test_history_at_its_default_leaves_fingerprints_and_signatures_as_before() -> None:
-    from offline_eval.calibration import settings_signature
+    from offline_eval.people.calibration import settings_signature
 
     default = EvalSettings()
     assert "history" not in default.fingerprint() and "history_words" not in settings_signature(default)

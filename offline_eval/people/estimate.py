@@ -1,7 +1,7 @@
 """What your experts would say: each metric's human rate estimated from the judge's scores on every row
 and expert labels on a few of them (docs/estimate.md).
 
-A run gives the judge's score ``f`` on all N scored rows; a labels file (:mod:`offline_eval.labels`) gives
+A run gives the judge's score ``f`` on all N scored rows; a labels file (:mod:`offline_eval.people.labels`) gives
 what people answered to the metric's question (``Metric.question_for_people``) on n of them. For each metric:
 
 * ``judge_mean``: the mean of ``f`` over the N rows: what the judge says, on its own scale;
@@ -41,7 +41,7 @@ PPI is valid only for a simple random sample of the scored rows.
 Labels: each annotator's latest label counts (a later line corrects an earlier one); ``unsure`` counts
 in no estimate; with several annotators a row's label is the majority of their yes/no answers, and a
 row whose annotators split evenly is left out (counted as ``tie``). Cohen's kappa is reported for each
-pair of annotators on the rows both answered yes or no (:func:`offline_eval.labels.cohen_kappa`, the
+pair of annotators on the rows both answered yes or no (:func:`offline_eval.people.labels.cohen_kappa`, the
 review page's). A label whose id is not a scored row of the run, whose metric the run did not score, or
 that names another run's fingerprint (an earlier run written into the folder) is counted and
 reported, never used.
@@ -58,9 +58,9 @@ from typing import Any, Iterable, Mapping, Sequence
 
 import numpy as np
 
-from offline_eval.calibration import fit_platt
+from offline_eval.people.calibration import fit_platt
 from offline_eval.data.schema import DataError
-from offline_eval.labels import LABELS_FILE, Label, cohen_kappa, latest, questions_for_people, read_labels
+from offline_eval.people.labels import LABELS_FILE, Label, cohen_kappa, latest, questions_for_people, read_labels
 from offline_eval.metrics import is_higher_better
 from offline_eval.records import RunSummary
 from offline_eval.runlog import RESULTS, RunLogError, read_results, run_info, summary_dict
@@ -207,7 +207,7 @@ def _sigmoid(z: np.ndarray) -> np.ndarray:
 
 def stratified_folds(y: np.ndarray, folds: int, seed: int = FOLD_SEED) -> np.ndarray:
     """A fold number per labelled row: each class dealt round-robin over the folds in a seeded order
-    (as :func:`offline_eval.calibration.out_of_fold_predictions` cuts them)."""
+    (as :func:`offline_eval.people.calibration.out_of_fold_predictions` cuts them)."""
     rng = np.random.default_rng(seed)
     fold = np.empty(y.size, dtype=int)
     for label in (0.0, 1.0):
@@ -283,7 +283,7 @@ class MetricLabels:
             both = set(a) & set(b)
             if not both:
                 continue
-            k = cohen_kappa(a, b)  # the review page's kappa (offline_eval.labels)
+            k = cohen_kappa(a, b)  # the review page's kappa (offline_eval.people.labels)
             out.append({"annotators": [first, second], "n": len(both),
                         "kappa": None if k is None else round(k, 6)})
         return out

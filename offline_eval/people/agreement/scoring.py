@@ -18,7 +18,7 @@ from itertools import combinations
 from pathlib import Path
 from typing import Any, Sequence
 
-from offline_eval.agreement import agreement_pairwise, agreement_pointwise
+from offline_eval.people.agreement import agreement_pairwise, agreement_pointwise
 from offline_eval.data.schema import DataError, Sample, printable
 from offline_eval.engine.cache import ResultCache
 from offline_eval.engine.models import Models
@@ -298,7 +298,7 @@ def _score_labelled(args: Any, command: str) -> tuple[Run, list[tuple[Sample, fl
 
 
 def _check_labelled(command: str, labels: Sequence[float], args: Any, *, warn: bool = True) -> None:
-    from offline_eval.calibration import labels_per_class
+    from offline_eval.people.calibration import labels_per_class
 
     what = "a calibration" if command == "calibrate" else "the agreement"
     check_labels_per_class(f"{what} of {args.metric}", *labels_per_class(labels), getattr(args, "min_per_class", None),
@@ -306,7 +306,7 @@ def _check_labelled(command: str, labels: Sequence[float], args: Any, *, warn: b
 
 
 def run_from_args(args: Any) -> int:
-    """The ``offline-eval agreement`` command (see :mod:`offline_eval.agreement_cli`)."""
+    """The ``offline-eval agreement`` command (see :mod:`offline_eval.people.agreement_cli`)."""
     import json
 
     setup, labelled, excluded, scores, output = _score_labelled(args, "agreement")
@@ -340,12 +340,12 @@ def calibration_home(setup: Run) -> Path | None:
 
 def stored_calibration_data(run_dir: str | Path, labels_path: str | Path, metric_name: str
                             ) -> tuple[dict[str, Any], list[float], list[float], Counter[str], Counter[str]]:
-    """What ``calibrate --run`` fits on, from a finished run folder and a labels file (offline_eval.labels):
+    """What ``calibrate --run`` fits on, from a finished run folder and a labels file (offline_eval.people.labels):
     (the run's run.json, the metric's stored values and the labels (1 yes, 0 no) of the labelled scored
     rows in the run's order, unscored counts, excluded counts). Several annotators' labels of a row are
     combined as ``offline-eval estimate`` combines them (the majority; an even split left out)."""
-    from offline_eval.estimate import combine_labels, read_run
-    from offline_eval.labels import read_labels
+    from offline_eval.people.estimate import combine_labels, read_run
+    from offline_eval.people.labels import read_labels
     from offline_eval.runlog import RUN_INFO, SUMMARY, RunLogError, is_finished, run_info
 
     run_dir = Path(run_dir)
@@ -403,7 +403,7 @@ def _calibrate_from_run(args: Any) -> tuple[Metric, dict[str, str], EvalSettings
                                             dict[str, Any], Path | None]:
     """``calibrate --run``: (the metric with the run's options, the identities of its models and the
     settings the run recorded, the values, the labels, the source, the default home of the file)."""
-    from offline_eval.labels import LABELS_FILE
+    from offline_eval.people.labels import LABELS_FILE
 
     if args.dataset:
         raise ValueError("calibrate: give --dataset (score a labelled set) or --run (a finished run's values), not both")
@@ -451,7 +451,7 @@ def _calibrate_from_run(args: Any) -> tuple[Metric, dict[str, str], EvalSettings
 
 
 def calibrate_from_args(args: Any) -> int:
-    """The ``offline-eval calibrate`` command (see :mod:`offline_eval.agreement_cli`): score a labelled
+    """The ``offline-eval calibrate`` command (see :mod:`offline_eval.people.agreement_cli`): score a labelled
     dataset and fit, or (``--run``) fit from a finished run's stored values and a labels file."""
     if getattr(args, "run", None):
         metric, identities, settings, values, labels, source, home = _calibrate_from_run(args)
@@ -485,7 +485,7 @@ def calibrate_from_args(args: Any) -> int:
 def _fit_and_write(args: Any, metric: Metric, identities: dict[str, str], settings: Any, values: list[float],
                    labels: list[float], source: dict[str, Any], home: Path | None) -> int:
     """Fit the calibration, write it (--to, else into ``home``) and print its figures."""
-    from offline_eval.calibration import CALIBRATION_FILE, fit_calibration, write_calibration
+    from offline_eval.people.calibration import CALIBRATION_FILE, fit_calibration, write_calibration
 
     if all(y in (0.0, 1.0) for y in labels):  # else fit_calibration says binary labels are needed
         _check_labelled("calibrate", labels, args)

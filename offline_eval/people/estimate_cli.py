@@ -3,7 +3,7 @@
     offline-eval estimate runs/data                       # labels: runs/data/labels.jsonl
     offline-eval estimate runs/data --labels expert.jsonl --json
 
-Importing this module is cheap (argparse only); the work lives in offline_eval.estimate.
+Importing this module is cheap (argparse only); the work lives in offline_eval.people.estimate.
 """
 
 from __future__ import annotations
@@ -21,8 +21,8 @@ from offline_eval.options import HelpFormatter
 def cmd_estimate(args: argparse.Namespace) -> int:
     """Print each labelled metric's estimates and keep them in the run's summary.json (and report)."""
     from offline_eval.data.schema import DataError, printable
-    from offline_eval.estimate import DEFAULT_PREDICTION, estimate_run, read_run
-    from offline_eval.labels import LABELS_FILE
+    from offline_eval.people.estimate import DEFAULT_PREDICTION, estimate_run, read_run
+    from offline_eval.people.labels import LABELS_FILE
 
     run_dir = Path(args.run_dir)
     if not run_dir.is_dir():
@@ -131,7 +131,7 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
         formatter_class=HelpFormatter)
     p.add_argument("run_dir", metavar="RUN_FOLDER", help="folder written by `offline-eval run`")
     p.add_argument("--labels", metavar="FILE",
-                   help="labels file (JSON Lines, offline_eval.labels; default: RUN_FOLDER/labels.jsonl)")
+                   help="labels file (JSON Lines, offline_eval.people.labels; default: RUN_FOLDER/labels.jsonl)")
     p.add_argument("--json", action="store_true", help="print one JSON object: {metric: {n_labelled, n, "
                                                        "judge_mean, labels_only, ppi, ...}}")
     p.add_argument("--prediction", choices=["raw", "calibrated"],

@@ -4,7 +4,7 @@ and where should its decision threshold sit for one judge?
     offline-eval agreement --dataset begin.tsv --map question=message,contexts=knowledge \
         --labels begin_label --positive "Fully attributable" --drop Generic --metric faithfulness
 
-Importing this module is cheap (argparse only); the work lives in offline_eval.agreement.scoring.
+Importing this module is cheap (argparse only); the work lives in offline_eval.people.agreement.scoring.
 """
 
 from __future__ import annotations
@@ -20,13 +20,13 @@ from offline_eval.options import HelpFormatter
 
 
 def _run(args: argparse.Namespace) -> int:
-    from offline_eval.agreement.scoring import run_from_args
+    from offline_eval.people.agreement.scoring import run_from_args
 
     return run_from_args(args)
 
 
 def _calibrate(args: argparse.Namespace) -> int:
-    from offline_eval.agreement.scoring import calibrate_from_args
+    from offline_eval.people.agreement.scoring import calibrate_from_args
 
     return calibrate_from_args(args)
 
@@ -43,7 +43,7 @@ def _add_labelled_data(p: argparse.ArgumentParser, *, from_run: bool = False) ->
     data.add_argument("--limit", type=positive_int, help="use only the first N rows")
     if from_run:
         data.add_argument("--labels", metavar="FIELD|FILE", help="column holding the human label; with --run, a labels "
-                                                                "file (offline_eval.labels)")
+                                                                "file (offline_eval.people.labels)")
     else:
         data.add_argument("--labels", required=True, metavar="FIELD", help="column holding the human label")
     data.add_argument("--positive", nargs="+", metavar="VALUE",

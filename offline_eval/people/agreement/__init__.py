@@ -10,7 +10,7 @@ Pure functions over scores and labels, no model and no scipy/sklearn:
   interval over pairs.
 
 Every random draw uses a fixed seed, so the same inputs always give the same numbers.
-:mod:`offline_eval.agreement.scoring` scores a labelled dataset with the engine and feeds these.
+:mod:`offline_eval.people.agreement.scoring` scores a labelled dataset with the engine and feeds these.
 """
 
 from __future__ import annotations
