@@ -25,7 +25,9 @@ Two kernels were the cause, found on a CPU (torch 2.13, oneDNN):
 
 On a CPU whose oneDNN has no bfloat16 matrix kernels (AVX2 without AVX-512: ``bfloat16_has_kernels``),
 a bfloat16 product is emulated and runs several times slower than a float32 one (docs/measurements.md,
-"The CPU judge on a CPU without bfloat16 kernels"). There a bfloat16 model's products compute in
+"The CPU judge on a CPU without bfloat16 kernels"); on one whose kernels give a row other bits in
+another batch (AMX: ``bfloat16_rows_independent``, checked on the model's own shapes when it loads),
+the kernels break the guarantee below. There a bfloat16 model's products compute in
 float32 and are rounded to bfloat16, as a bfloat16 kernel rounds them: the inputs are bfloat16 values,
 exact in float32, and the products are summed in float32 either way. A float32 product picks its
 kernel by the number of rows, so the rows are padded to a multiple of :data:`ROW_BLOCK` with zeros
@@ -380,14 +382,34 @@ def bfloat16_has_kernels() -> bool:
         return True
 
 
+def bfloat16_rows_independent(weights: list[Any]) -> bool:
+    """Whether this CPU's bfloat16 matrix products give a row the same bits whatever the number of rows
+    beside it (two or more: one row is :func:`_one_row`'s), for each shape of ``weights`` (one weight per
+    shape). oneDNN's AMX kernels, for one, block the rows by their count, so a row's sums change with
+    its batch; the check multiplies the first rows of one random input by each weight at a few row
+    counts and compares their bits."""
+    import torch
+
+    generator = torch.Generator().manual_seed(0)
+    for weight in weights:
+        x = torch.randn(33, weight.shape[1], generator=generator).to(torch.bfloat16)
+        first = torch.nn.functional.linear(x[:2], weight)
+        if any(not torch.equal(torch.nn.functional.linear(x[:rows], weight)[:2], first) for rows in (3, 8, 17, 33)):
+            return False
+    return True
+
+
 def float32_matmuls_pay(model: Any) -> bool:
     """Whether a model's linear layers should compute in float32 blocks (:func:`_float32_block_forward`):
-    a bfloat16 model on a CPU without bfloat16 kernels."""
+    a bfloat16 model on a CPU without bfloat16 kernels, or whose bfloat16 products change a row's bits
+    with the rows beside it (the blocks pad the rows, so each row's bits are its own)."""
     import torch
 
     weights = [m.weight for m in model.modules() if isinstance(m, torch.nn.Linear)]
-    return (bool(weights) and weights[0].dtype == torch.bfloat16 and weights[0].device.type == "cpu"
-            and not bfloat16_has_kernels())
+    if not (weights and weights[0].dtype == torch.bfloat16 and weights[0].device.type == "cpu"):
+        return False
+    shapes = {tuple(w.shape): w for w in weights}
+    return not bfloat16_has_kernels() or not bfloat16_rows_independent(list(shapes.values()))
 
 
 def _float32_block_forward(linear: Any, tied: bool) -> Any:

@@ -1028,8 +1028,33 @@ def test_float32_products_are_chosen_where_bfloat16_has_no_kernels(model_dir: Pa
     assert emulated.float32_matmuls and '"matmuls": "float32"' in emulated.identity
     assert not TransformersJudge(str(model_dir), dtype="float32").float32_matmuls
     monkeypatch.setattr(batch_invariance, "bfloat16_has_kernels", lambda: True)
+    monkeypatch.setattr(batch_invariance, "bfloat16_rows_independent", lambda weights: False)
+    blocked = TransformersJudge(str(model_dir), dtype="bfloat16")  # kernels that mix a row with its batch
+    assert blocked.float32_matmuls and '"matmuls": "float32"' in blocked.identity
+    monkeypatch.setattr(batch_invariance, "bfloat16_rows_independent", lambda weights: True)
     native = TransformersJudge(str(model_dir), dtype="bfloat16")
     assert not native.float32_matmuls and "matmuls" not in native.identity
+
+
+def test_the_row_check_finds_what_this_cpus_bfloat16_products_do(model_dir: Path) -> None:
+    """bfloat16_rows_independent against a direct look at this CPU's products for the judge's shapes: a
+    row's bits at every row count from 2 to 40 (the check itself tries four); on a CPU where it says
+    independent, no row count changes them (an AMX CPU blocks rows by their count: it says not)."""
+    import torch
+
+    from offline_eval.runtime import batch_invariance
+
+    judge = TransformersJudge(str(model_dir), dtype="bfloat16", float32_matmuls=False)
+    weights = list({tuple(m.weight.shape): m.weight for m in judge.model.modules()
+                    if isinstance(m, torch.nn.Linear)}.values())
+    x = torch.randn(40, max(w.shape[1] for w in weights), generator=torch.Generator().manual_seed(1))
+    changed = any(not torch.equal(torch.nn.functional.linear(x[:rows, :w.shape[1]].bfloat16(), w)[:2],
+                                  torch.nn.functional.linear(x[:2, :w.shape[1]].bfloat16(), w))
+                  for w in weights for rows in range(3, 41))
+    if batch_invariance.bfloat16_rows_independent(weights):
+        assert not changed
+    else:  # then a judge loaded with the defaults computes in float32 blocks
+        assert batch_invariance.float32_matmuls_pay(judge.model)
 
 
 def test_bfloat16_judge_in_float32_products_gives_the_same_bits_at_any_batch_size(model_dir: Path) -> None:
