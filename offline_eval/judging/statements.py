@@ -116,8 +116,10 @@ def grading_notes(statements: Sequence[str], language: str, settings: EvalSettin
     every statement would be left out, none is (an answer has to be judged on something)."""
     asked = (settings.verdicts == "options" and not settings.claims_checked_by_classifier
              and settings.credulity_limit < 1.0 and len(statements) >= 2)
+    if not asked:
+        return [False] * len(statements)
     topic = set().union(*(topic_terms(text, language) for text in about))
-    candidates = [n for n, s in enumerate(statements) if asked and not topic_terms(s, language) & topic]
+    candidates = [n for n, s in enumerate(statements) if not topic_terms(s, language) & topic]
     if not candidates:
         return [False] * len(statements)
     [row] = yield from support_matrix([UNRELATED_PASSAGE[language]], [statements[n] for n in candidates], language,
