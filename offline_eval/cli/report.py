@@ -106,7 +106,7 @@ def register(subparsers: Any) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Stand-alone entry point (``python -m offline_eval.report.cli``), mainly for tests."""
+    """Stand-alone entry point (``python -m offline_eval.cli.report``), mainly for tests."""
     parser = argparse.ArgumentParser(prog="offline-eval")
     register(parser.add_subparsers(dest="command", required=True))
     args = parser.parse_args(argv)

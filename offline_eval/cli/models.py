@@ -173,7 +173,7 @@ def cmd_setup_starter(args: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Run ``models`` on its own (``python -m offline_eval.runtime.models_cli check ...``)."""
+    """Run ``models`` on its own (``python -m offline_eval.cli.models check ...``)."""
     parser = argparse.ArgumentParser(prog="offline-eval")
     register(parser.add_subparsers(dest="command"))
     args = parser.parse_args(["models", *(sys.argv[1:] if argv is None else argv)])
