@@ -1,5 +1,9 @@
-"""The `offline-eval` command line: the parser, :func:`main`, and one module per command (its
-``register(subparsers)`` adds its parser), with the flags the commands share in :mod:`.shared`.
+"""The `offline-eval` command line: the parser, :func:`main`, and one module per command, with the
+flags the commands share in :mod:`.shared`.
+
+A command is a module of this package that defines ``register(subparsers)`` (which adds its parsers):
+:func:`command_modules` finds each one, with no list to edit, and ``offline-eval --help`` lists them by
+their ``HELP_ORDER`` (a number; a module without one comes last), then by module name.
 
     offline-eval run --dataset data.jsonl --profile gpu --device cuda:0 --batch-size 10
     offline-eval models check
@@ -13,21 +17,34 @@ from __future__ import annotations
 import argparse
 import atexit
 import errno
+import importlib
 import logging
+import math
 import os
+import pkgutil
 import signal
 import sys
+from types import ModuleType
 from typing import Any
 
 from offline_eval import __version__
 from offline_eval.cli.run import merge_config
 from offline_eval.cli.shared import Interrupted
-from offline_eval.imports import present_modules
 
-SUBCOMMAND_MODULES = ("offline_eval.cli.run", "offline_eval.cli.metrics", "offline_eval.cli.models",
-                      "offline_eval.cli.cache", "offline_eval.cli.retrieval", "offline_eval.cli.report",
-                      "offline_eval.cli.generate", "offline_eval.cli.agreement", "offline_eval.cli.review",
-                      "offline_eval.cli.estimate")
+
+def command_modules() -> list[ModuleType]:
+    """Every module of this package that defines ``register(subparsers)``, imported, in the order of
+    ``offline-eval --help``: by ``HELP_ORDER``, then by name. A module whose name starts with ``_``
+    (``__main__``, the program) is none; a module left out of an install is not found, and one that
+    fails to import raises, as any import does."""
+    found = []
+    for info in pkgutil.iter_modules(__path__, prefix=f"{__name__}."):
+        if info.name.rpartition(".")[2].startswith("_"):
+            continue
+        module = importlib.import_module(info.name)
+        if callable(getattr(module, "register", None)):
+            found.append(module)
+    return sorted(found, key=lambda module: (getattr(module, "HELP_ORDER", math.inf), module.__name__))
 
 
 def _plugins_named(argv: list[str]) -> list[str]:
@@ -49,7 +66,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"offline-eval {__version__}")
     parser.add_argument("-v", "--verbose", action="store_true", help="log what happens")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for module in present_modules(SUBCOMMAND_MODULES):
+    for module in command_modules():
         module.register(subparsers)
     return parser
 

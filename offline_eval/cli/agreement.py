@@ -19,6 +19,8 @@ from offline_eval.cli.shared import (
 )
 from offline_eval.options import HelpFormatter
 
+HELP_ORDER = 80  # where `offline-eval --help` lists this command (offline_eval.cli.command_modules)
+
 
 def _run(args: argparse.Namespace) -> int:
     from offline_eval.people.agreement.scoring import run_from_args

@@ -17,6 +17,8 @@ from offline_eval.cli.shared import (
 )
 from offline_eval.testset import QUESTION_TYPES
 
+HELP_ORDER = 70  # where `offline-eval --help` lists this command (offline_eval.cli.command_modules)
+
 EPILOG = """\
 examples:
   offline-eval generate --docs docs/ --out testset.jsonl --n 50

@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+HELP_ORDER = 20  # where `offline-eval --help` lists this command (offline_eval.cli.command_modules)
+
 
 def register(subparsers: Any) -> argparse.ArgumentParser:
     metrics = subparsers.add_parser("metrics", help="list the metrics: what each needs and uses, its direction "

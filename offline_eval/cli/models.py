@@ -10,6 +10,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+HELP_ORDER = 30  # where `offline-eval --help` lists this command (offline_eval.cli.command_modules)
+
 
 def _add_profile_args(parser: argparse.ArgumentParser, default: str | None) -> None:
     parser.add_argument(

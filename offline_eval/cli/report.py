@@ -15,6 +15,8 @@ import argparse
 import sys
 from typing import Any, Sequence
 
+HELP_ORDER = 60  # where `offline-eval --help` lists this command (offline_eval.cli.command_modules)
+
 __all__ = ["register", "cmd_report", "cmd_compare", "main"]
 
 

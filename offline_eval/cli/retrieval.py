@@ -16,6 +16,8 @@ from typing import Any, Sequence
 from offline_eval.cli.shared import positive_int
 from offline_eval.retrieval import DEFAULT_RETRIEVERS, RETRIEVERS
 
+HELP_ORDER = 50  # where `offline-eval --help` lists this command (offline_eval.cli.command_modules)
+
 EPILOG = """\
 examples:
   offline-eval retrieval --corpus docs/ --queries queries.jsonl --qrels qrels.tsv

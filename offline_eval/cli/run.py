@@ -21,6 +21,8 @@ from offline_eval.cli.shared import (
 from offline_eval.options import HelpFormatter, add_field_arguments, boolean, items
 from offline_eval.thresholds import DEFAULT_MAX_UNSCORED, unscored_share
 
+HELP_ORDER = 10  # where `offline-eval --help` lists this command (offline_eval.cli.command_modules)
+
 
 def _metric_names(text: str) -> list[str]:
     """argparse type of --metrics: names separated by commas, at least one (an empty list would
