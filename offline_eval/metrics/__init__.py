@@ -35,8 +35,9 @@ def metric_modules() -> tuple[str, ...]:
     it reads one, holds none of the package's own; a module left out of an install is not found."""
     found = []
     for info in pkgutil.iter_modules(__path__, prefix=f"{__name__}."):
-        spec = info.module_finder.find_spec(info.name, None)  # type: ignore[call-arg]
-        source = spec.loader.get_source(info.name) if spec and spec.loader else None  # type: ignore[attr-defined]
+        spec = importlib.util.find_spec(info.name)
+        loader: Any = spec.loader if spec else None
+        source = loader.get_source(info.name) if hasattr(loader, "get_source") else None
         if source and re.search(r"^@register_metric\b", source, re.MULTILINE):
             found.append(info.name)
     return tuple(found)
