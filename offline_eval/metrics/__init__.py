@@ -1,31 +1,46 @@
 """Every metric by name. A metric registers itself with :func:`register_metric` when its module is
-imported: the package's own in the modules of :data:`METRIC_MODULES` (the package's plugins, imported
-when the metrics are first asked for), any other in a plugin (``offline-eval run --plugin
-MODULE_OR_FILE`` imports one for the command line)."""
+imported: the package's own in the modules of :func:`metric_modules` (the package's plugins, found
+in this package and imported when the metrics are first asked for), any other in a plugin
+(``offline-eval run --plugin MODULE_OR_FILE`` imports one for the command line)."""
 
 from __future__ import annotations
 
+import functools
 import importlib
 import importlib.util
+import pkgutil
+import re
 import sys
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
 from offline_eval.data.schema import printable
-from offline_eval.imports import present_modules
 from offline_eval.metrics.aggregate import Aggregate
 from offline_eval.metrics.base import Metric, Score, option_names
 from offline_eval.records import MetricSummary
-
-METRIC_MODULES = ("offline_eval.metrics.ragas", "offline_eval.metrics.rageval_retrieval",
-                  "offline_eval.metrics.keypoints")
 
 DEFAULT_METRICS = ("faithfulness", "answer_relevancy", "context_precision", "context_recall",
                    "answer_correctness")
 
 
-_BUILTIN: dict[str, type[Metric]] = {}  # the package's own, registered by the modules of METRIC_MODULES
+_BUILTIN: dict[str, type[Metric]] = {}  # the package's own, registered by the modules of metric_modules()
 _REGISTERED: dict[str, type[Metric]] = {}
+
+
+@functools.cache
+def metric_modules() -> tuple[str, ...]:
+    """The package's own metric modules: each module of this package whose source registers a class where
+    it defines it (a line ``@register_metric``), in name order. Read, not imported: a registration asks
+    while its module is being imported. ``criteria``, which registers the metrics of a criteria file when
+    it reads one, holds none of the package's own; a module left out of an install is not found."""
+    found = []
+    for info in pkgutil.iter_modules(__path__, prefix=f"{__name__}."):
+        spec = importlib.util.find_spec(info.name)
+        loader: Any = spec.loader if spec else None
+        source = loader.get_source(info.name) if hasattr(loader, "get_source") else None
+        if source and re.search(r"^@register_metric\b", source, re.MULTILINE):
+            found.append(info.name)
+    return tuple(found)
 
 
 def register_metric(cls: type[Metric]) -> type[Metric]:
@@ -34,7 +49,7 @@ def register_metric(cls: type[Metric]) -> type[Metric]:
     package's own names cannot be taken."""
     if not (isinstance(cls, type) and issubclass(cls, Metric)) or not isinstance(getattr(cls, "name", None), str):
         raise TypeError("register_metric takes a Metric subclass with a name")
-    if cls.__module__ in METRIC_MODULES:
+    if cls.__module__ in metric_modules():
         _BUILTIN[cls.name] = cls
         return cls
     if cls.name in builtin_metric_classes() or cls.name in Aggregate.asked_by:
@@ -72,10 +87,10 @@ def load_plugins(specs: Iterable[str]) -> None:
 
 
 def builtin_metric_classes() -> dict[str, type[Metric]]:
-    """The package's own metrics by name (those the modules of ``METRIC_MODULES`` register), none
+    """The package's own metrics by name (those the modules of :func:`metric_modules` register), none
     registered by a plugin or a criteria file."""
-    for _ in present_modules(METRIC_MODULES):  # each registers its metrics as it is imported
-        pass
+    for name in metric_modules():  # each registers its metrics as it is imported
+        importlib.import_module(name)
     return dict(_BUILTIN)
 
 

@@ -10,8 +10,8 @@ Modules:
   one encoder pass.
 - :mod:`~offline_eval.retrieval.rerank` — a cross-encoder second stage over any retriever's top-N.
 - :mod:`~offline_eval.retrieval.ir_metrics` — qrels readers and Recall/Precision/Hit/MRR/nDCG/MAP@k.
-- :mod:`~offline_eval.retrieval.bench` — the benchmark itself (tables, per-query file, plot, tests).
-- :mod:`~offline_eval.retrieval.cli` — the ``offline-eval retrieval`` subcommand.
+- :mod:`~offline_eval.retrieval.bench` — the benchmark itself (tables, per-query file, plot, tests); its
+  command is :mod:`offline_eval.cli.retrieval`.
 
 Nothing here imports torch at module import time; the dense retriever, BGE-M3 and the reranker load
 their models lazily and only when an output is missing from the on-disk caches.

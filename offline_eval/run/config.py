@@ -2,7 +2,7 @@
 
     config = RunConfig(metrics=["faithfulness"], models=ModelChoice(profile="cpu"),
                        options={"verdicts": "generate"})   # the Python API; the commands make theirs from
-                                                           # their flags (offline_eval.cli_models.run_config_from_args)
+                                                           # their flags (offline_eval.cli.shared.run_config_from_args)
     run = build_run(config)        # metrics, gates, device, models (configured, not loaded), settings, calibrations
     done = run_dataset(run, samples, "runs/today", cache=cache)   # offline_eval.run.execute: in this process
                                                                  # or sharded over Ray, then the gates

@@ -209,7 +209,7 @@ def test_sentence_faithfulness_verifies_sentences_without_claim_extraction():
 
 # --- the command, end to end on a scripted judge -----------------------------------------------------
 def test_agreement_command_end_to_end(tmp_path: Path, capsys):
-    from offline_eval.people.agreement_cli import register
+    from offline_eval.cli.agreement import register
 
     rows = [
         {"id": "p1", "question": "q", "answer": "Alpha is green.", "contexts": ["Alpha is green."], "h": "yes"},

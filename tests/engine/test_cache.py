@@ -266,7 +266,7 @@ def test_a_run_refused_during_setup_makes_no_cache_file(tmp_path: Path, capsys, 
 def test_a_deferred_cache_is_made_at_its_first_use(tmp_path: Path) -> None:
     import argparse
 
-    from offline_eval.cli_models import DeferredCache, open_cache
+    from offline_eval.cli.shared import DeferredCache, open_cache
 
     path = tmp_path / "sub" / "cache.sqlite"
     cache = open_cache(argparse.Namespace(cache=path, no_cache=False))

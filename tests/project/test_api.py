@@ -297,7 +297,7 @@ def test_the_api_takes_the_ray_engine_s_settings_as_the_command_line_does():
     engine refuses them rather than ignore them."""
     from offline_eval.api import _ray
     from offline_eval.cli import build_parser
-    from offline_eval.cli_models import run_config_from_args
+    from offline_eval.cli.shared import run_config_from_args
 
     args = build_parser().parse_args(["run", "--dataset", "d.jsonl", "--engine", "ray", "--ray-address", "auto",
                                       "--replicas", "3", "--gpus-per-replica", "0.5", "--ray-node-cache", "/c"])

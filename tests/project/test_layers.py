@@ -31,7 +31,7 @@ from pathlib import Path
 PACKAGE = Path(__file__).resolve().parents[2] / "offline_eval"
 MAX_FUNCTION_LINES = 80
 LAYERS = ("run", "engine", "metrics", "judging", "runtime")
-# offline_eval.<name>*: people.agreement_cli, cli_models too
+# offline_eval.<name>*: every module of the cli package too
 COMMAND_PACKAGES = ("people.agreement", "cli", "report")
 # what the judging steps may not import: the layers above them and the faces (with the command packages)
 ABOVE_JUDGING = ("metrics", "run", "retrieval", "testset", "api", "review", "people")
@@ -177,7 +177,7 @@ def test_library_layers_import_no_command_package_at_module_level() -> None:
 def test_the_run_path_and_the_api_load_no_command_package() -> None:
     """Importing what scores a run (its setup, runner, Ray engine, every built-in metric, the model
     loading) and the Python API loads no command package, even indirectly: neither those named above
-    nor any other command module (``estimate_cli``, ``engine/cache_cli``, ``runtime/models_cli``)."""
+    nor any other command module (a ``*_cli`` one, were there one outside the ``cli`` package)."""
     code = ("import json, sys, offline_eval.api, offline_eval.run.config, offline_eval.run.runner, "
             "offline_eval.run.ray_engine, offline_eval.runtime.loading, offline_eval.people.calibration\n"
             "from offline_eval.metrics import resolve_metrics\n"
@@ -347,6 +347,23 @@ def test_the_people_side_lives_in_people_only() -> None:
            "agreement/__init__.py", "agreement/scoring.py")  # files: a stale __pycache__ may stay behind
     assert not [name for name in old if (PACKAGE / name).exists()]
     assert is_command_module("offline_eval.people.agreement.scoring")
-    assert is_command_module("offline_eval.people.agreement_cli")
+    assert is_command_module("offline_eval.cli.agreement")
     assert not is_command_module("offline_eval.people.calibration")
     assert above_judging("offline_eval.people.labels")
+
+
+def test_the_command_line_lives_in_cli_only() -> None:
+    """Every command's module is in the ``cli`` package (none left at the old paths: ``cli_models.py``,
+    ``*_cli.py``, ``<package>/cli.py``), and no module outside it imports it, not even lazily: the
+    commands sit on top of everything, and what a command below needs of its flags is handed to it (as
+    ``people.agreement.scoring`` is given the run's configuration of its flags)."""
+    found = modules()
+    stray = [str(path.relative_to(PACKAGE.parent)) for module, (path, _) in found.items()
+             if not within(module, "offline_eval.cli")
+             and (path.stem == "cli" or path.stem.endswith("_cli") or path.stem.startswith("cli_"))]
+    assert not stray, f"command modules outside offline_eval/cli/: {stray}"
+    importers = [f"{path.relative_to(PACKAGE.parent)}:{line} imports {target}"
+                 for module, (path, tree) in found.items() if not within(module, "offline_eval.cli")
+                 for target, line in imports_of(module, path, tree, set(found)).items()
+                 if within(target, "offline_eval.cli")]
+    assert not importers, "the command line imported from below it:\n" + "\n".join(importers)

@@ -9,7 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from offline_eval.report.cli import main
+from offline_eval.cli.report import main
 from offline_eval.report.compare import (
     compare_runs, format_comparison, print_comparison, regression_failures, write_comparison_html,
 )
@@ -136,7 +136,7 @@ def test_cli_compare_exit_codes(tmp_path, capsys):
 def test_cli_as_a_process(tmp_path):
     a = build_run(tmp_path, name="a")
     b = build_run(tmp_path, name="b", shift={"faithfulness": -0.3})
-    cmd = [sys.executable, "-m", "offline_eval.report.cli"]
+    cmd = [sys.executable, "-m", "offline_eval.cli.report"]
     bad = subprocess.run(cmd + ["compare", str(a), str(b), "--fail-on-regression"], cwd=REPO,
                          capture_output=True, text=True, timeout=120)
     assert bad.returncode == 1, bad.stderr

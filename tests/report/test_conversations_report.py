@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from offline_eval.conversations import conversation_summary
-from offline_eval.report.cli import main as report_main
+from offline_eval.cli.report import main as report_main
 from offline_eval.report.compare import compare_runs, format_comparison, regression_failures, write_comparison_html
 from offline_eval.report.html import write_report
 from offline_eval.stats import summarize

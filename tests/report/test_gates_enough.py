@@ -60,7 +60,7 @@ def test_run_fail_under_fails_on_a_metric_most_rows_of_which_are_unscored(tmp_pa
 
 # --- compare --fail-on-regression ------------------------------------------------------------------
 def _compare(*args: str) -> int:
-    from offline_eval.report.cli import main as report_main
+    from offline_eval.cli.report import main as report_main
 
     return report_main(["compare", *args])
 

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from offline_eval.retrieval.bench import BenchConfig, format_table, run_benchmark
-from offline_eval.retrieval.cli import register
+from offline_eval.cli.retrieval import register
 
 from tests.retrieval.test_retrieval_retrievers import HashingEncoder
 
@@ -184,7 +184,7 @@ def test_the_help_examples_read_as_written() -> None:
 
 
 def test_importing_the_cli_does_not_import_torch() -> None:
-    code = ("import sys, offline_eval.retrieval.cli, offline_eval.retrieval.bench; "
+    code = ("import sys, offline_eval.cli.retrieval, offline_eval.retrieval.bench; "
             "assert 'torch' not in sys.modules and 'sentence_transformers' not in sys.modules")
     subprocess.run([sys.executable, "-c", code], check=True)
 

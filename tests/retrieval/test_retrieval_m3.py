@@ -402,7 +402,7 @@ def test_benchmark_rows_for_every_m3_retriever_and_reranked_run(tmp_path: Path, 
 
 
 def test_cli_flags(tmp_path: Path, m3_folder: Path) -> None:
-    from offline_eval.retrieval.cli import register
+    from offline_eval.cli.retrieval import register
 
     corpus, queries, qrels = _write(tmp_path)
     parser = argparse.ArgumentParser(prog="offline-eval")
@@ -444,7 +444,7 @@ def test_acceptance_dragonball_finance_with_tiny_models(tmp_path: Path, capsys: 
             "--rerank-depth", "5", "--top-k", "1,3,5", "--chunk-size", "512", "--prefix-fields", "company_name",
             "--m3-max-length", "128", "--rerank-max-length", "96", "--batch-size", "64", "--output", str(out),
             "--quiet"]
-    from offline_eval.retrieval.cli import main
+    from offline_eval.cli.retrieval import main
 
     assert main(argv) == 0
     printed = capsys.readouterr().out

@@ -195,7 +195,7 @@ def test_a_config_file_sets_threads_and_a_flag_given_still_wins(tmp_path):
 
 
 def test_every_run_setting_defaults_to_none_so_a_config_file_can_set_it():
-    """_merge_config tells a flag left out by its None (False for a switch): a default would hide
+    """merge_config tells a flag left out by its None (False for a switch): a default would hide
     the file's value, as "auto" hid `threads`."""
     from offline_eval.cli import build_parser
 

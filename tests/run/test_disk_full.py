@@ -187,7 +187,7 @@ def test_a_full_cache_is_not_called_damaged_and_keeps_what_it_committed(tmp_path
 
 def test_a_run_whose_cache_fills_the_disk_says_so_in_one_line_and_the_rerun_resumes(tmp_path: Path, capsys,
                                                                                   monkeypatch) -> None:
-    import offline_eval.cli as cli
+    import offline_eval.cli.run as run_command
 
     data = _dataset(tmp_path / "d.jsonl", rows=120)
     script = tmp_path / "judge.json"
@@ -204,7 +204,7 @@ def test_a_run_whose_cache_fills_the_disk_says_so_in_one_line_and_the_rerun_resu
         cache._db.execute(f"PRAGMA max_page_count = {pages + 2}")
         return cache
 
-    monkeypatch.setattr(cli, "open_cache", full_cache)
+    monkeypatch.setattr(run_command, "open_cache", full_cache)
     assert main(args) == 1
     err = capsys.readouterr().err
     lines = err.strip().splitlines()

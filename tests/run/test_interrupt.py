@@ -143,10 +143,10 @@ def test_a_loop_of_runs_in_a_shell_stops_at_ctrl_c(tmp_path: Path) -> None:
 @pytest.mark.parametrize("signum, code", [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
 def test_any_command_interrupted_is_one_line(tmp_path: Path, signum: int, code: int) -> None:
     script = ("import signal, sys\n"
-              "import offline_eval.cli as cli\n"
+              "import offline_eval.cli as cli, offline_eval.cli.metrics as listing\n"
               "def working(args):\n"
               f"    signal.raise_signal({int(signum)})  # a real signal while the command works\n"
-              "cli.cmd_metrics = working\n"
+              "listing.cmd_metrics = working\n"
               "sys.exit(cli.main(['metrics']))\n")
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, cwd=tmp_path, env=_env(),
                           timeout=120)

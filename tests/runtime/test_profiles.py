@@ -14,9 +14,9 @@ import pytest
 
 import offline_eval
 from offline_eval.engine.requests import Generate, messages
-from offline_eval.cli_models import add_model_arguments, model_choice_from_args, open_cache
+from offline_eval.cli.shared import add_model_arguments, model_choice_from_args, open_cache
 from offline_eval.run.model_choice import ModelChoice
-from offline_eval.runtime import models_cli
+from offline_eval.cli import models as models_cli
 from offline_eval.runtime.loading import models_from_profile, resolve_profile
 from offline_eval.runtime.profiles import (
     BUILTIN_PROFILES,
@@ -349,7 +349,7 @@ def test_cache_location_flags(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -
 
 def test_cli_modules_import_without_torch() -> None:
     code = (
-        "import sys, offline_eval.runtime.models_cli, offline_eval.runtime.profiles,"
+        "import sys, offline_eval.cli.models, offline_eval.runtime.profiles,"
         "offline_eval.runtime.provision.check, offline_eval.runtime.provision.pull,"
         "offline_eval.runtime.provision.starter;"
         "heavy = [m for m in ('torch', 'transformers', 'huggingface_hub', 'sentence_transformers') if m in sys.modules];"

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from offline_eval.runtime import models_cli
+from offline_eval.cli import models as models_cli
 from offline_eval.runtime.profiles import Folder, load_profile
 from offline_eval.runtime.identity import hash_folder, sha256_file
 from offline_eval.runtime.provision.check import check_profile, format_status_table

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 import offline_eval
-from offline_eval.cli_models import add_model_arguments
+from offline_eval.cli.shared import add_model_arguments
 from offline_eval.engine.requests import Classify, Embed, Generate, Request, ScoreOptions
 from offline_eval.judging.settings import JUDGE, EvalSettings
 from offline_eval.run.config import RunConfig, build_run

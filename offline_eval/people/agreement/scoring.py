@@ -16,7 +16,7 @@ import sys
 from collections import Counter
 from itertools import combinations
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 from offline_eval.people.agreement import agreement_pairwise, agreement_pointwise
 from offline_eval.data.schema import DataError, Sample, printable
@@ -33,6 +33,12 @@ from offline_eval.runtime.registry import JUDGE_VERIFIES, backend_spec
 from offline_eval.stats import DEFAULT_RESAMPLES, DEFAULT_SEED
 
 DROP = "drop"
+
+# The agreement and calibrate commands read their flags (an argparse Namespace) here; the command line,
+# which sits above this package, gives them what turns those flags into the run's configuration and
+# opens the cache they name (offline_eval.cli.shared), so nothing here imports the command line.
+ConfigOf = Callable[[Any], RunConfig]
+CacheOf = Callable[[Any], Any]
 
 
 def resolve_metric(name: str) -> Metric:
@@ -260,16 +266,16 @@ def format_report(report: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def _score_labelled(args: Any, command: str) -> tuple[Run, list[tuple[Sample, float]], Counter[str],
-                                                     dict[str, dict[str, Any]], Path]:
+def _score_labelled(args: Any, command: str, config_of: ConfigOf, open_cache: CacheOf
+                    ) -> tuple[Run, list[tuple[Sample, float]], Counter[str], dict[str, dict[str, Any]], Path]:
     """What ``agreement`` and ``calibrate`` share: read the labelled data, build the metric's models,
     score every labelled sample (cached and resumable). Returns (setup, labelled, excluded, scores,
     run folder)."""
-    from offline_eval.cli_models import apply_threads, open_cache, run_config_from_args
     from offline_eval.data.readers import parse_mapping, read_dataset
     from offline_eval.progress import StageBars
+    from offline_eval.runtime.threads import apply_threads_choice, choose_threads
 
-    apply_threads(args)
+    apply_threads_choice(choose_threads(getattr(args, "threads", None)))
     mapping = parse_mapping(args.mapping) if args.mapping else None
     samples = read_dataset(args.dataset, mapping, limit=args.limit)
     labelled, excluded = read_labels(samples, args.labels, positive=args.positive or (),
@@ -279,7 +285,7 @@ def _score_labelled(args: Any, command: str) -> tuple[Run, list[tuple[Sample, fl
     values = [y for _, y in labelled]
     if (command == "calibrate" or args.protocol == "pointwise") and all(y in (0.0, 1.0) for y in values):
         _check_labelled(command, values, args, warn=False)  # before scoring: the scored ones can only be fewer
-    config = run_config_from_args(args)
+    config = config_of(args)
     setup = build_setup(args.metric, config.models, criteria=config.criteria, **config.options)
     if setup.starter:
         print(f"offline-eval: starter profile: its judge is too small to judge; these {command} numbers "
@@ -305,11 +311,11 @@ def _check_labelled(command: str, labels: Sequence[float], args: Any, *, warn: b
                            warn=warn)
 
 
-def run_from_args(args: Any) -> int:
-    """The ``offline-eval agreement`` command (see :mod:`offline_eval.people.agreement_cli`)."""
+def run_from_args(args: Any, config_of: ConfigOf, open_cache: CacheOf) -> int:
+    """The ``offline-eval agreement`` command (see :mod:`offline_eval.cli.agreement`)."""
     import json
 
-    setup, labelled, excluded, scores, output = _score_labelled(args, "agreement")
+    setup, labelled, excluded, scores, output = _score_labelled(args, "agreement", config_of, open_cache)
     report = agreement_report(labelled, scores, protocol=args.protocol, pair_field=args.pair_field,
                               threshold=args.threshold, value_key=args.value, excluded=excluded,
                               resamples=DEFAULT_RESAMPLES if args.resamples is None else args.resamples,
@@ -399,8 +405,8 @@ def _stored_settings(info: dict[str, Any], run_dir: Path) -> EvalSettings:
     return EvalSettings(**{k: v for k, v in recorded.items() if k in names}, verifier_classifies=classifies)
 
 
-def _calibrate_from_run(args: Any) -> tuple[Metric, dict[str, str], EvalSettings, list[float], list[float],
-                                            dict[str, Any], Path | None]:
+def _calibrate_from_run(args: Any, config_of: ConfigOf) -> tuple[Metric, dict[str, str], EvalSettings, list[float],
+                                                                list[float], dict[str, Any], Path | None]:
     """``calibrate --run``: (the metric with the run's options, the identities of its models and the
     settings the run recorded, the values, the labels, the source, the default home of the file)."""
     from offline_eval.people.labels import LABELS_FILE
@@ -437,9 +443,7 @@ def _calibrate_from_run(args: Any) -> tuple[Metric, dict[str, str], EvalSettings
               "unscored": dict(unscored), "excluded": dict(sorted(excluded.items()))}
     home = None
     if args.to is None:  # the judge's folder, when the model flags name the models the run was scored with
-        from offline_eval.cli_models import run_config_from_args
-
-        config = run_config_from_args(args)
+        config = config_of(args)
         setup = build_setup(args.metric, config.models, criteria=config.criteria, **config.options)
         flagged = {role: setup.models.identity(role) for role in sorted(metric.roles)
                    if setup.models.has(role)}
@@ -450,18 +454,18 @@ def _calibrate_from_run(args: Any) -> tuple[Metric, dict[str, str], EvalSettings
     return metric, identities, _stored_settings(info, run_dir), values, labels, source, home
 
 
-def calibrate_from_args(args: Any) -> int:
-    """The ``offline-eval calibrate`` command (see :mod:`offline_eval.people.agreement_cli`): score a labelled
+def calibrate_from_args(args: Any, config_of: ConfigOf, open_cache: CacheOf) -> int:
+    """The ``offline-eval calibrate`` command (see :mod:`offline_eval.cli.agreement`): score a labelled
     dataset and fit, or (``--run``) fit from a finished run's stored values and a labels file."""
     if getattr(args, "run", None):
-        metric, identities, settings, values, labels, source, home = _calibrate_from_run(args)
+        metric, identities, settings, values, labels, source, home = _calibrate_from_run(args, config_of)
         if not values:
             raise DataError(f"no labelled row of the run was scored by {metric.name} ({source['unscored']}, "
                             f"left out: {source['excluded']})", source=str(args.run))
         return _fit_and_write(args, metric, identities, settings, values, labels, source, home)
     if not args.dataset or not args.labels:
         raise ValueError("calibrate: give --dataset and --labels FIELD (or --run RUN_FOLDER)")
-    setup, labelled, excluded, scores, _ = _score_labelled(args, "calibrate")
+    setup, labelled, excluded, scores, _ = _score_labelled(args, "calibrate", config_of, open_cache)
     metric, models = setup.metrics[0], setup.models
     values, labels = [], []
     unscored: Counter[str] = Counter()

@@ -11,6 +11,8 @@ from typing import Any
 
 from offline_eval.options import HelpFormatter
 
+HELP_ORDER = 90  # where `offline-eval --help` lists this command (offline_eval.cli.command_modules)
+
 
 def _metrics(text: str) -> list[str]:
     names = [part.strip() for part in text.split(",") if part.strip()]

@@ -3,12 +3,13 @@ model, judging settings, calibration and cache flags, and the cache they open. T
 :class:`offline_eval.run.model_choice.ModelChoice` (whose fields are named as the flags' destinations).
 
 Only argparse and the backend declarations (no model library) are imported at module level, so
-registering a command stays cheap.
+registering a command stays cheap. :class:`Interrupted` is how any command ends on Ctrl-C or SIGTERM.
 """
 
 from __future__ import annotations
 
 import argparse
+import signal
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -50,7 +51,7 @@ def add_model_arguments(group: argparse._ArgumentGroup, *, verifier: bool = True
     group.add_argument("--no-verify", action="store_true",
                        help="do not check model files against their manifest's sha256s before loading (the "
                             "manifest's hashes are then trusted as the models' identity; recorded in run.json)")
-    # no default (None is auto): a flag left out holds None, so a --config file can set it (cli._merge_config)
+    # no default (None is auto): a flag left out holds None, so a --config file can set it (cli.run.merge_config)
     group.add_argument("--threads", type=_threads, metavar="N|auto",
                        help="CPU threads for torch. auto: torch's choice on a quiet machine; on a busy one the "
                             "cores left over (at least 1) with sleeping waits (OMP_WAIT_POLICY=PASSIVE). "
@@ -208,3 +209,15 @@ def add_calibration_arguments(group: argparse._ArgumentGroup) -> None:
                        help="calibration file from `offline-eval calibrate` (repeatable; default: the "
                             "offline-eval-calibration.json in each model folder)")
     group.add_argument("--no-calibration", action="store_true", help="apply no calibration")
+
+
+class Interrupted(KeyboardInterrupt):
+    """Ctrl-C (SIGINT) or SIGTERM. Raised where the program is, as Python raises KeyboardInterrupt for
+    Ctrl-C, so that a run unwinds the same way whichever ended it: results.jsonl cut back to its last
+    full window, the cache's batches committed and its journal folded, the folder's lock released.
+    ``detail`` says what the run saved (:func:`offline_eval.cli.run.cmd_run`); :func:`offline_eval.cli.main` prints it in one line, returns
+    128 + ``signum`` (130, 143) and, as the program, ends by the signal."""
+
+    def __init__(self, signum: int = signal.SIGINT, detail: str = "") -> None:
+        super().__init__(signum, detail)
+        self.signum, self.detail = signum, detail

@@ -17,6 +17,8 @@ from typing import Any
 
 from offline_eval.options import HelpFormatter
 
+HELP_ORDER = 100  # where `offline-eval --help` lists this command (offline_eval.cli.command_modules)
+
 
 def cmd_estimate(args: argparse.Namespace) -> int:
     """Print each labelled metric's estimates and keep them in the run's summary.json (and report)."""

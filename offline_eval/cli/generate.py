@@ -12,10 +12,12 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from offline_eval.cli_models import (
+from offline_eval.cli.shared import (
     add_cache_arguments, add_model_arguments, apply_threads, model_choice_from_args, open_cache,
 )
 from offline_eval.testset import QUESTION_TYPES
+
+HELP_ORDER = 70  # where `offline-eval --help` lists this command (offline_eval.cli.command_modules)
 
 EPILOG = """\
 examples:

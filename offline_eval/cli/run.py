@@ -1,41 +1,27 @@
-"""The `offline-eval` command line.
-
-    offline-eval run --dataset data.jsonl --profile gpu --device cuda:0 --batch-size 10
-    offline-eval models check
-    offline-eval retrieval --corpus docs/ --queries queries.jsonl
-    offline-eval report runs/data
-    offline-eval compare runs/before runs/after --fail-on-regression
+"""`offline-eval run`: score a dataset. Its flags become the run's typed configuration here
+(:func:`offline_eval.cli.shared.run_config_from_args`), and the run is built and executed below.
 
 Every `run` flag can also come from a TOML file (`--config eval.toml`, keys named like the flags with
-underscores); flags given on the command line win.
+underscores); flags given on the command line win (:func:`merge_config`).
 """
 
 from __future__ import annotations
 
 import argparse
-import atexit
-import errno
-import logging
-import os
 import signal
 import sys
 import tomllib
 from pathlib import Path
 from typing import Any
 
-from offline_eval import __version__
-from offline_eval.cli_models import (
-    add_cache_arguments, add_calibration_arguments, add_criteria_argument, add_model_arguments,
-    add_settings_arguments, apply_threads,
-    open_cache, positive_int,
+from offline_eval.cli.shared import (
+    Interrupted, add_cache_arguments, add_calibration_arguments, add_criteria_argument, add_model_arguments,
+    add_settings_arguments, apply_threads, open_cache, positive_int, run_config_from_args,
 )
-from offline_eval.imports import present_modules
 from offline_eval.options import HelpFormatter, add_field_arguments, boolean, items
 from offline_eval.thresholds import DEFAULT_MAX_UNSCORED, unscored_share
 
-SUBCOMMAND_MODULES = ("offline_eval.runtime.models_cli", "offline_eval.engine.cache_cli", "offline_eval.retrieval.cli",
-                      "offline_eval.report.cli", "offline_eval.testset.cli", "offline_eval.people.agreement_cli",
-                      "offline_eval.review.cli", "offline_eval.people.estimate_cli")
+HELP_ORDER = 10  # where `offline-eval --help` lists this command (offline_eval.cli.command_modules)
 
 
 def _metric_names(text: str) -> list[str]:
@@ -60,7 +46,7 @@ def add_metric_option_arguments(parser: argparse.ArgumentParser) -> None:
         add_field_arguments(group, cls.Options, option_names(cls), prefix=f"{name} ({direction}): ")
 
 
-def add_run_parser(subparsers: Any) -> argparse.ArgumentParser:
+def register(subparsers: Any) -> argparse.ArgumentParser:
     p = subparsers.add_parser(
         "run", help="score a dataset with Ragas and RAGEval metrics on local models",
         description="Score every sample of a dataset. Each stage (claim extraction, verification, "
@@ -125,7 +111,7 @@ def add_run_parser(subparsers: Any) -> argparse.ArgumentParser:
     return p
 
 
-def _merge_config(args: argparse.Namespace, parser: argparse.ArgumentParser) -> argparse.Namespace:
+def merge_config(args: argparse.Namespace, parser: argparse.ArgumentParser) -> argparse.Namespace:
     """Fill the flags the command line left out from the ``--config`` TOML file (a ``[run]`` table, or
     the file's top level). A key is named like its flag or its destination, with underscores, and its
     value is read as the flag reads its text (:func:`_config_value`), so a file is checked as strictly
@@ -224,18 +210,6 @@ def _run_progress(samples: int, engine: str | None, show: bool = True) -> Any:
     return RunProgress(samples, show=show)
 
 
-class Interrupted(KeyboardInterrupt):
-    """Ctrl-C (SIGINT) or SIGTERM. Raised where the program is, as Python raises KeyboardInterrupt for
-    Ctrl-C, so that a run unwinds the same way whichever ended it: results.jsonl cut back to its last
-    full window, the cache's batches committed and its journal folded, the folder's lock released.
-    ``detail`` says what the run saved (:func:`cmd_run`); :func:`main` prints it in one line, returns
-    128 + ``signum`` (130, 143) and, as the program, ends by the signal."""
-
-    def __init__(self, signum: int = signal.SIGINT, detail: str = "") -> None:
-        super().__init__(signum, detail)
-        self.signum, self.detail = signum, detail
-
-
 def cmd_run(args: argparse.Namespace) -> int:
     """``offline-eval run``: the flags become a RunConfig, the run is built (everything checked before a
     model loads), executed into its folder, summarised, and gated. An interrupt says how many samples
@@ -252,7 +226,6 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 def _run(args: argparse.Namespace, watch: dict[str, Any]) -> int:
     from offline_eval.data.readers import parse_mapping, read_dataset
-    from offline_eval.cli_models import run_config_from_args
     from offline_eval.run.config import build_run
     from offline_eval.run.execute import run_dataset
     from offline_eval.run.folder import default_run_folder
@@ -321,252 +294,3 @@ def _print_summary(summary: dict[str, Any]) -> None:
         mean = f"{m['mean']:.4f}" if m["mean"] is not None else "-"
         ci = f"[{m['ci95'][0]:.3f}, {m['ci95'][1]:.3f}]" if m["ci95"] else "-"
         print(f"{name:<30} {mean:>8} {ci:>17} {m['n_scored']:>7} {m['n_unscored']:>9}")
-
-
-LISTING_WIDTH = 100  # `offline-eval metrics` fits a terminal this wide
-
-
-def cmd_metrics(args: argparse.Namespace) -> int:
-    """``offline-eval metrics``: each metric, marked "(default)" when a run without --metrics scores it,
-    with its direction, the models it uses, the sample fields it needs, what it measures and its options."""
-    from offline_eval.metrics import DEFAULT_METRICS, Aggregate, metric_classes
-    from offline_eval.metrics.criteria import load_criteria
-
-    load_criteria(list(getattr(args, "criteria", None) or []))
-
-    print("(default): scored by a run that names no --metrics")
-    for name, cls in sorted(metric_classes().items()):
-        print("\n".join(metric_listing(name, cls, default=name in DEFAULT_METRICS)))
-    print("\n".join([Aggregate.name, *_wrapped(Aggregate.description)]))
-    return 0
-
-
-def metric_listing(name: str, cls: Any, *, default: bool) -> list[str]:
-    """One metric's lines in ``offline-eval metrics``: a title line, then indented, wrapped lines."""
-    from offline_eval.metrics.base import need_text, option_flag, option_names
-
-    title = name + (" (default)" if default else "")
-    direction = "higher is better" if cls.higher_is_better else "lower is better"
-    lines = [f"{title:<36} {direction}; uses {', '.join(sorted(cls.roles)) or 'no model'}"]
-    lines += _wrapped(f"needs {', '.join(need_text(n) for n in cls.requires) or '-'}")
-    lines += _wrapped(cls.description)
-    if cls.reads_question:
-        lines += _wrapped("reads the question in its conversation (--history), when the sample has one")
-    for public, field in option_names(cls).items():
-        lines += _wrapped(f"{option_flag(public, field)} ({field.name}, default {field.default!r}): "
-                          f"{field.metadata.get('help', '')}", more="        ")
-    return lines
-
-
-def _wrapped(text: str, indent: str = "    ", more: str = "    ") -> list[str]:
-    """``text`` in lines of at most LISTING_WIDTH columns, never broken inside a word or a flag."""
-    import textwrap
-
-    return textwrap.wrap(text, LISTING_WIDTH, initial_indent=indent, subsequent_indent=more,
-                         break_long_words=False, break_on_hyphens=False)
-
-
-def _plugins_named(argv: list[str]) -> list[str]:
-    """The ``--plugin`` values of a command line, read before the parser is built: a plugin's metrics
-    then have their option flags, in ``run --help`` too, and ``metrics`` lists them."""
-    found = []
-    for i, arg in enumerate(argv):
-        if arg == "--plugin" and i + 1 < len(argv):
-            found.append(argv[i + 1])
-        elif arg.startswith("--plugin="):
-            found.append(arg.partition("=")[2])
-    return found
-
-
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="offline-eval",
-        description="Evaluate RAG systems with local models only: no network, no API keys, no telemetry.")
-    parser.add_argument("--version", action="version", version=f"offline-eval {__version__}")
-    parser.add_argument("-v", "--verbose", action="store_true", help="log what happens")
-    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
-    add_run_parser(subparsers)
-    metrics = subparsers.add_parser("metrics", help="list the metrics: what each needs and uses, its direction "
-                                                    "and its options")
-    metrics.add_argument("--plugin", action="append", metavar="MODULE|FILE.py",
-                         help="list the metrics this module or file registers too; repeatable")
-    metrics.add_argument("--criteria", action="append", metavar="FILE.toml",
-                         help="list the metrics of this criteria file too; repeatable")
-    metrics.set_defaults(func=cmd_metrics)
-    for module in present_modules(SUBCOMMAND_MODULES):
-        module.register(subparsers)
-    return parser
-
-
-class _AtLeast(logging.Filter):
-    """Drops a library logger's records below ``level``. A filter, not the logger's level: bm25s sets
-    its logger to DEBUG when it is imported, which comes after this, and each index build then logged
-    `DEBUG bm25s: Building index from tokens` on the terminal; a filter stays."""
-
-    def __init__(self, level: int) -> None:
-        super().__init__()
-        self.level = level
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        return record.levelno >= self.level
-
-
-# Libraries that set their own logger's level when imported (to DEBUG): only their warnings are shown,
-# and with -v their information too.
-_LOUD_LOGGERS = ("bm25s",)
-
-
-def _quiet_libraries(verbose: bool, hub_bars: bool = False) -> None:
-    """Nothing from other libraries on screen unless -v: transformers' warnings, the debug logs of
-    libraries that turn their own on (bm25s), and the hub's and transformers' progress bars ("Loading
-    weights"): a command draws its own progress, and a second bar on the terminal breaks that line into
-    stale fragments (`| 0/103 [00:00<?, ?it/s]`) or, in a log file, writes carriage returns.
-    ``hub_bars``: the command downloads (`models pull`), and the hub's bars are its progress."""
-    if not verbose:
-        os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
-    for name in _LOUD_LOGGERS:
-        logger = logging.getLogger(name)
-        for old in [f for f in logger.filters if isinstance(f, _AtLeast)]:
-            logger.removeFilter(old)
-        logger.addFilter(_AtLeast(logging.INFO if verbose else logging.WARNING))
-    if hub_bars:
-        return
-    os.environ["HF_HUB_DISABLE_PROGRESS_BARS"] = "1"  # read when huggingface_hub and transformers load
-    for module, switch in (("huggingface_hub", "utils.disable_progress_bars"),
-                           ("transformers", "utils.logging.disable_progress_bar")):
-        if module in sys.modules:  # already imported: its bars were set on import, switch them off now
-            target: Any = sys.modules[module]
-            for part in switch.split("."):
-                target = getattr(target, part)
-            target()
-
-
-# A disk's failures (errno) and what to do about each; the rerun of a run then resumes where it stopped.
-_DISK_FIXES = {
-    errno.ENOSPC: "free some space", errno.EDQUOT: "free some space (a disk quota is full)",
-    errno.EFBIG: "raise the file size limit (ulimit -f)", errno.EROFS: "make the disk writable",
-    errno.EACCES: "give this user write permission", errno.EPERM: "give this user write permission",
-    errno.EIO: "check the disk", errno.ENOMEM: "free some memory",
-    errno.EBUSY: "wait for the other process using it to finish",
-}
-
-
-def _disk_failure(exc: OSError, command: str | None) -> str:
-    """One line for an OSError that reached the command line: the file and the cause; for a failure of
-    the disk (full, a quota, read-only, no permission, an I/O error; the cache's SQLite reports these
-    too, as CacheUnavailable) during a run, what to do and that the rerun resumes with nothing lost."""
-    from offline_eval.engine.cache import CacheUnavailable
-
-    cause = exc.strerror or str(exc)
-    text = f"{'cache ' if isinstance(exc, CacheUnavailable) else ''}{exc.filename}: {cause}" \
-        if exc.filename else cause
-    disk = isinstance(exc, CacheUnavailable) or exc.errno in _DISK_FIXES
-    if command != "run" or not disk:
-        return text
-    fix = _DISK_FIXES.get(exc.errno, "check that the file and its folder can be written")
-    return f"{text}; nothing already saved is lost: {fix}, then rerun the same command to resume"
-
-
-def _terminated(signum: int, _frame: Any) -> None:
-    raise Interrupted(signum)
-
-
-_ENDED_BY: list[int] = []  # the signal that interrupted the program, sent again once it has exited
-
-
-def _end_by_signal() -> None:
-    """The program's last act, once the run has unwound and the exit handlers of what the command
-    imported have run (registered when :func:`main` starts, before theirs, it runs after them): end by
-    the signal that interrupted it, with its default action, as Python does after an unhandled Ctrl-C.
-    A shell then sees a death by SIGINT or SIGTERM and reports $? 130 or 143, and a shell loop of runs
-    stops at Ctrl-C, where an exit status of 130 would make it go on to the next command."""
-    if not _ENDED_BY or os.name != "posix":
-        return
-    for stream in (sys.stdout, sys.stderr):
-        try:
-            stream.flush()
-        except (OSError, ValueError):
-            pass
-    signal.signal(_ENDED_BY[0], signal.SIG_DFL)
-    os.kill(os.getpid(), _ENDED_BY[0])
-
-
-def main(argv: list[str] | None = None) -> int:
-    """The command line (``argv`` None: this process's own, as the ``offline-eval`` program).
-
-    Ctrl-C (SIGINT) and SIGTERM end any command with one line on stderr once the run has unwound
-    (:class:`Interrupted`): 128 + the signal is returned (130, 143), and the program itself ends by that
-    signal (:func:`_end_by_signal`), which a shell reports as 130 and 143. A failing disk is one line
-    naming the file, exit 1; bad input is one line, exit 2; a failed ``--fail-under`` gate exits 3."""
-    handlers = {}
-    try:  # SIGTERM unwinds as Ctrl-C does, instead of ending the process where it stands
-        handlers[signal.SIGINT] = signal.getsignal(signal.SIGINT)
-        if signal.getsignal(signal.SIGTERM) is not signal.SIG_IGN:  # nor where it was meant to be ignored
-            handlers[signal.SIGTERM] = signal.signal(signal.SIGTERM, _terminated)
-    except ValueError:  # not the main thread: signals are not ours to handle
-        handlers = {}
-    if argv is None:
-        atexit.register(_end_by_signal)
-    try:
-        return _main(argv)
-    except KeyboardInterrupt as stop:
-        for signum in handlers:  # a second Ctrl-C must not break the line below into a traceback
-            signal.signal(signum, signal.SIG_IGN)
-        signum = getattr(stop, "signum", signal.SIGINT)
-        detail = getattr(stop, "detail", "")
-        print(f"offline-eval: interrupted ({signal.Signals(signum).name}){'; ' + detail if detail else ''}",
-              file=sys.stderr)
-        if argv is None:
-            _ENDED_BY.append(signum)
-        return 128 + signum
-    finally:
-        for signum, handler in handlers.items() if not _ENDED_BY else ():  # ignored until the program ends
-            signal.signal(signum, handler if handler is not None else signal.SIG_DFL)
-
-
-def _main(argv: list[str] | None) -> int:
-    from offline_eval.metrics import load_plugins
-
-    argv = sys.argv[1:] if argv is None else list(argv)
-    try:
-        load_plugins(_plugins_named(argv))
-    except ValueError as exc:
-        print(f"offline-eval: {exc}", file=sys.stderr)
-        return 2
-    parser = build_parser()
-    args = parser.parse_args(argv)
-    logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
-                        format="%(levelname)s %(name)s: %(message)s")
-    if not getattr(args, "func", None):
-        parser.print_help()
-        return 0
-    downloads = getattr(args, "models_command", None) == "pull" and not getattr(args, "quiet", False)
-    _quiet_libraries(verbose=args.verbose, hub_bars=downloads)
-    from offline_eval.data.schema import DataError
-    from offline_eval.run.config import ModelsMissing
-    try:
-        if args.command == "run":  # a bad --config file is bad input as a bad flag is: one line, exit 2
-            args = _merge_config(args, next(a for a in parser._subparsers._group_actions[0].choices.values()
-                                             if a.prog.endswith(" run")))
-        return int(args.func(args) or 0)
-    except DataError as exc:
-        print(f"offline-eval: bad input: {exc}", file=sys.stderr)
-        return 2
-    except ModelsMissing as exc:  # one line per missing model folder, each with its fix
-        for problem in exc.problems:
-            print(f"offline-eval: {problem}", file=sys.stderr)
-        return 2
-    except OSError as exc:  # a full, read-only or failing disk (or the cache's): not bad input, exit 1
-        if args.verbose:
-            raise
-        print(f"offline-eval: {_disk_failure(exc, args.command)}", file=sys.stderr)
-        return 1
-    except (ValueError, RuntimeError, LookupError) as exc:
-        if args.verbose:
-            raise
-        print(f"offline-eval: {exc}", file=sys.stderr)
-        return 2
-
-
-if __name__ == "__main__":  # pragma: no cover
-    sys.exit(main())

@@ -10,6 +10,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+HELP_ORDER = 30  # where `offline-eval --help` lists this command (offline_eval.cli.command_modules)
+
 
 def _add_profile_args(parser: argparse.ArgumentParser, default: str | None) -> None:
     parser.add_argument(
@@ -173,7 +175,7 @@ def cmd_setup_starter(args: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Run ``models`` on its own (``python -m offline_eval.runtime.models_cli check ...``)."""
+    """Run ``models`` on its own (``python -m offline_eval.cli.models check ...``)."""
     parser = argparse.ArgumentParser(prog="offline-eval")
     register(parser.add_subparsers(dest="command"))
     args = parser.parse_args(["models", *(sys.argv[1:] if argv is None else argv)])

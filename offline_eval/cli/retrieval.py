@@ -2,7 +2,7 @@
 
 Importing this module is cheap (argparse only); the benchmark and its heavy dependencies are
 imported when the command runs. ``register(subparsers)`` is called by the main CLI;
-``python -m offline_eval.retrieval.cli ...`` runs the subcommand on its own.
+``python -m offline_eval.cli.retrieval ...`` runs the subcommand on its own.
 """
 
 from __future__ import annotations
@@ -13,8 +13,10 @@ import sys
 from pathlib import Path
 from typing import Any, Sequence
 
-from offline_eval.cli_models import positive_int
+from offline_eval.cli.shared import positive_int
 from offline_eval.retrieval import DEFAULT_RETRIEVERS, RETRIEVERS
+
+HELP_ORDER = 50  # where `offline-eval --help` lists this command (offline_eval.cli.command_modules)
 
 EPILOG = """\
 examples:
@@ -127,7 +129,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     e2e.add_argument("--answer-metrics", default="completeness,hallucination,faithfulness",
                      help="metrics scored on the answers (default completeness,hallucination,faithfulness)")
     e2e.add_argument("--answer-limit", type=positive_int, default=None, help="answer only the first N queries")
-    from offline_eval.cli_models import add_cache_arguments, add_model_arguments
+    from offline_eval.cli.shared import add_cache_arguments, add_model_arguments
     add_model_arguments(e2e, embedder=False, device=False)
     e2e.add_argument("--max-tokens", type=positive_int, default=256, help="longest judge output (default 256)")
     add_cache_arguments(e2e)
@@ -171,7 +173,7 @@ def run(args: argparse.Namespace) -> int:
 
 def _end_to_end(args: argparse.Namespace) -> int:
     """Answer with the judge from every retriever's chunks and score the answers."""
-    from offline_eval.cli_models import apply_threads, open_cache, run_config_from_args
+    from offline_eval.cli.shared import apply_threads, open_cache, run_config_from_args
     from offline_eval.retrieval.answering import format_answer_table, run_end_to_end
     from offline_eval.run.config import build_run
 
@@ -203,7 +205,7 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Stand-alone entry point: ``python -m offline_eval.retrieval.cli --corpus ...``."""
+    """Stand-alone entry point: ``python -m offline_eval.cli.retrieval --corpus ...``."""
     parser = argparse.ArgumentParser(prog="offline-eval")
     sub = parser.add_subparsers(dest="command", required=True)
     register(sub)

@@ -13,22 +13,25 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from offline_eval.cli_models import (
-    add_cache_arguments, add_criteria_argument, add_model_arguments, add_settings_arguments, positive_int,
+from offline_eval.cli.shared import (
+    add_cache_arguments, add_criteria_argument, add_model_arguments, add_settings_arguments, open_cache, positive_int,
+    run_config_from_args,
 )
 from offline_eval.options import HelpFormatter
+
+HELP_ORDER = 80  # where `offline-eval --help` lists this command (offline_eval.cli.command_modules)
 
 
 def _run(args: argparse.Namespace) -> int:
     from offline_eval.people.agreement.scoring import run_from_args
 
-    return run_from_args(args)
+    return run_from_args(args, run_config_from_args, open_cache)
 
 
 def _calibrate(args: argparse.Namespace) -> int:
     from offline_eval.people.agreement.scoring import calibrate_from_args
 
-    return calibrate_from_args(args)
+    return calibrate_from_args(args, run_config_from_args, open_cache)
 
 
 def _add_labelled_data(p: argparse.ArgumentParser, *, from_run: bool = False) -> None:

@@ -9,6 +9,8 @@ from typing import Any
 
 from offline_eval.options import HelpFormatter
 
+HELP_ORDER = 40  # where `offline-eval --help` lists this command (offline_eval.cli.command_modules)
+
 
 def register(subparsers: Any) -> argparse.ArgumentParser:
     p = subparsers.add_parser("cache", help="check or prune a result cache (SQLite)",

@@ -15,6 +15,8 @@ import argparse
 import sys
 from typing import Any, Sequence
 
+HELP_ORDER = 60  # where `offline-eval --help` lists this command (offline_eval.cli.command_modules)
+
 __all__ = ["register", "cmd_report", "cmd_compare", "main"]
 
 
@@ -106,7 +108,7 @@ def register(subparsers: Any) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Stand-alone entry point (``python -m offline_eval.report.cli``), mainly for tests."""
+    """Stand-alone entry point (``python -m offline_eval.cli.report``), mainly for tests."""
     parser = argparse.ArgumentParser(prog="offline-eval")
     register(parser.add_subparsers(dest="command", required=True))
     args = parser.parse_args(argv)
