@@ -198,7 +198,8 @@ class AnswerRelevancy(SampleMetric):
         details = [{"question": q, "noncommittal": noncommittal, "similarity": round(s, 6)}
                    for q, s in zip(questions, sims)]
         if noncommittal:
-            return Score(0.0, explanation="the answer is noncommittal", metadata={"mode": "ragas", "questions": details})
+            return Score(0.0, explanation="the answer is noncommittal",
+                         metadata={"mode": "ragas", "questions": details})
         value = max(0.0, float(np.mean(sims)))
         return Score(value, explanation=f"mean similarity of {len(questions)} regenerated questions",
                      metadata={"mode": "ragas", "questions": details})
@@ -226,8 +227,9 @@ class ContextRelevance(SampleMetric):
     description = ("how much of the contexts states the answer to the question (the mean of the judge's P(Yes) "
                    "over windows of the contexts), or Ragas' share of context sentences the judge extracts as "
                    "needed")
-    evidence = (Checks("windows", text="passage", verdict="relevant", yes="states the answer", no="does not",
-                       context="chunk", figures=(PROBABILITY,), caption="Windows of the contexts:"),
+    evidence = (Checks("windows", text="passage", verdict="relevant", yes="relevant", no="not relevant",
+                       context="chunk", figures=(PROBABILITY,),
+                       caption="Does each window of the contexts state the answer?"),
                 Texts("sentences", caption="Context sentences judged relevant to the question:",
                       empty="No relevant sentences were extracted from the contexts."),
                 Texts("not_in_context", caption="Sentences the judge gave that are not in the contexts:", good=False))
