@@ -129,3 +129,20 @@ def test_the_mode_is_an_option_of_the_run_and_recorded():
     modes = {m.name: m.options.mode for m in run.metrics}
     assert modes == {"answer_relevancy": "ragas", "context_relevance": "verdict"}
     assert AnswerRelevancy().options.mode == ContextRelevance().options.mode == "verdict"
+
+
+def test_a_calibration_fitted_before_the_mode_holds_for_ragas_definitions_only(tmp_path):
+    from offline_eval.people.calibration import find_calibration, fit_calibration, read_calibrations
+    from offline_eval.runtime.identity import CALIBRATION_FILE
+
+    settings = EvalSettings()
+    c = fit_calibration("answer_relevancy", {"judge": "j1"}, settings, [0.1, 0.2, 0.8, 0.9], [0, 0, 1, 1],
+                        options={"n": 3})  # as a run recorded answer_relevancy before its mode
+    path = tmp_path / CALIBRATION_FILE
+    path.write_text(json.dumps({"format": 1, "calibrations": [
+        c.to_dict(), {**c.to_dict(), "metric": "context_relevance",
+                      "settings": {k: v for k, v in c.settings.items() if k != "options"}}]}))
+    read = {x.metric: x for x in read_calibrations(path)}
+    for name, metric in (("answer_relevancy", AnswerRelevancy), ("context_relevance", ContextRelevance)):
+        assert find_calibration([read[name]], name, {"judge": "j1"}, settings, metric(mode="ragas").config())
+        assert find_calibration([read[name]], name, {"judge": "j1"}, settings, metric().config()) is None
