@@ -45,7 +45,7 @@ def labels_per_class(labels: Iterable[float]) -> tuple[int, int]:
 
 # Options a metric gained after runs and calibrations recorded it without them, with the value that
 # keeps what those measured: answer_relevancy and context_relevance were Ragas' definitions before
-# their mode (issue #58).
+# their mode.
 OPTIONS_ADDED: dict[str, dict[str, Any]] = {"answer_relevancy": {"mode": "ragas"},
                                             "context_relevance": {"mode": "ragas"}}
 
