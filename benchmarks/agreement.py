@@ -92,7 +92,7 @@ from offline_eval.data.schema import Sample  # noqa: E402
 from offline_eval.engine.cache import ResultCache  # noqa: E402
 from offline_eval.engine.requests import ScoreOptions, messages  # noqa: E402
 from offline_eval.judging.settings import EvalSettings  # noqa: E402
-from offline_eval.metrics.base import Metric, Score  # noqa: E402
+from offline_eval.metrics.base import Metric, Score, option_names  # noqa: E402
 from offline_eval.run.model_choice import ModelChoice  # noqa: E402
 
 DATA = REPO.parent / "shared" / "data"
@@ -378,7 +378,22 @@ CONFIGS: dict[str, tuple[str | None, dict[str, Any], str | None]] = {
     "lead_1": (None, {"window_lead": 1.0}, None),
     "lead_2": (None, {"window_lead": 2.0}, None),
     "lead_3": (None, {"window_lead": 3.0}, None),
+    # issue #58: the relevance metrics' own options (``mode``: the set's metric's option of that name) and
+    # the figures their verdict mode records beside its value, read as the value
+    "ragas_mode": (None, {"mode": "ragas"}, None),
+    "addresses": (None, {}, "addresses"),  # answer_relevancy without the reading of a declining answer
+    "addresses_judge": (None, {}, "addresses_judge"),  # ... and without the lean correction
+    "window_max": (None, {}, "max_probability"),  # context_relevance: the best window alone
 }
+
+
+def metric_overrides(metric: Any, overrides: dict[str, Any]) -> dict[str, Any]:
+    """``overrides`` with a key that names an option of ``metric`` (a metric's name) by its field given
+    by its public name (``mode`` -> ``answer_relevancy_mode``)."""
+    if not isinstance(metric, str):
+        return overrides
+    public = option_names(type(resolve_metric(metric)))
+    return {(f"{metric}_{k}" if f"{metric}_{k}" in public else k): v for k, v in overrides.items()}
 
 
 # --- measuring -----------------------------------------------------------------------------------
@@ -599,7 +614,9 @@ def main(argv: list[str] | None = None) -> int:
 
                     load_criteria([CRITERIA_FILE])
                 roles = frozenset(resolve_metric(metric).roles if isinstance(metric, str) else metric.roles)
-                unknown = [k for k in overrides if k not in EvalSettings.option_names()]
+                overrides = metric_overrides(metric, overrides)
+                unknown = [k for k in overrides if k not in EvalSettings.option_names()
+                           and not (isinstance(metric, str) and k in option_names(type(resolve_metric(metric))))]
                 if unknown:
                     print(f"[{set_name} {config}] skipped: this code has no setting {unknown}", file=sys.stderr)
                     continue

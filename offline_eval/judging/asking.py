@@ -82,7 +82,8 @@ def _generate(ask: JsonAsk, settings: EvalSettings, extra: tuple = ()) -> Genera
 def ask_json_many(asks: Sequence[JsonAsk], settings: EvalSettings) -> Generator[Any, Any, list[JsonAnswer]]:
     """All asks in one stage; the unreadable ones get one repair retry in a second stage, and the ones
     still unreadable their ``salvage``. Raises :class:`UnreadableAnswer` for the first of them, in the
-    order asked, that cannot be read even so."""
+    order asked, that cannot be read even so. A salvage reads the repair's output, else the first
+    output (a repair cut off sooner than the first answer)."""
     if not asks:
         return []
     first = [_generate(a, settings) for a in asks]
@@ -107,8 +108,8 @@ def ask_json_many(asks: Sequence[JsonAsk], settings: EvalSettings) -> Generator[
     for (i, (first_raw, first_problem)), out in zip(problems.items(), outputs):
         ask, raw = asks[i], out[0] if out else ""
         value, problem = parse_output(raw, ask.schema or ask.prompt.schema)
-        if problem is not None and ask.salvage is not None:
-            value = ask.salvage(raw)
+        if problem is not None and ask.salvage is not None:  # the repair's output, else the first one's
+            value, raw = next(((v, r) for r in (raw, first_raw) if (v := ask.salvage(r)) is not None), (None, raw))
             problem = None if value is not None else problem
         if problem is None:
             answers[i] = JsonAnswer(value, raw, (first_raw, raw))

@@ -7,7 +7,7 @@ import re
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Literal
 
 import numpy as np
 
@@ -26,6 +26,7 @@ from offline_eval.judging.verdicts import (
 from offline_eval.metrics import register_metric
 from offline_eval.metrics.base import Metric, Score, ScoreGenerator
 from offline_eval.metrics.evidence import Checks, Columns, Texts
+from offline_eval.metrics.relevance import answer_verdicts, context_figures, passage_verdicts
 from offline_eval.prompts.ragas import (
     CHUNK_USEFUL, CHUNK_USEFUL_OPTION, DEFAULT_RUBRICS, ENTITIES, QUESTIONS, RELEVANT_SENTENCES, RUBRIC,
     RUBRIC_OPTION,
@@ -117,25 +118,77 @@ class HallucinationRate(Faithfulness):
 
 
 # --- answer relevancy -----------------------------------------------------------------------------
+RelevanceMode = Literal["verdict", "ragas"]
+MODE_HELP = ("verdict: option verdicts of the judge, none unreadable (the default); ragas: Ragas' own "
+             "definition, {ragas}")
+
+
+def ragas_questions(raw: str) -> dict[str, Any] | None:
+    """The questions of a reply cut off before its JSON closed (a small judge copies the answer into its
+    questions until the token cap): those whose text closed, and ``noncommittal`` when it was given."""
+    start = re.search(r'"questions"\s*:\s*\[', raw)
+    if start is None:
+        return None
+    questions = [_unescaped(q) for q in re.findall(r'"((?:[^"\\]|\\.)*)"\s*(?=[,\]])', raw[start.end():])]
+    noncommittal = re.search(r'"noncommittal"\s*:\s*(true|false)', raw)
+    if not questions:
+        return None
+    return {"noncommittal": bool(noncommittal and noncommittal.group(1) == "true"), "questions": questions}
+
+
+def _unescaped(text: str) -> str:
+    try:
+        return json.loads(f'"{text}"')
+    except ValueError:
+        return text
+
+
 @register_metric
 class AnswerRelevancy(SampleMetric):
     name = "answer_relevancy"
-    most_steps = ASK_STAGES + EMBED_STAGES  # the questions, then their vectors
+
+    @property
+    def most_steps(self) -> int:  # type: ignore[override]
+        # verdict: the verdicts, then the windows of a declining answer's contexts; ragas: the questions
+        # (repaired), then their vectors
+        return ASK_STAGES + EMBED_STAGES if self.options.mode == "ragas" else 2
     question_for_people = "Does the answer address the question?"
     requires = ("question", "answer")
-    roles = frozenset({"judge", "embedder"})
-    description = "mean cosine between the question and questions regenerated from the answer"
-    evidence = (Checks("questions", text="question", verdict="noncommittal", yes="noncommittal", good=(), bad=(True,),
-                       figures=(("similarity", "similarity {:.3f}"),),
+    roles = frozenset({"judge", "embedder"})  # the embedder in the ragas mode only
+    description = ("does the answer address the question (the judge's P(Yes), corrected for its lean; "
+                   "an answer saying it cannot answer counts when the contexts do not hold the answer), or "
+                   "Ragas' mean cosine between the question and questions regenerated from the answer")
+    evidence = (Checks("parts", text="question", verdict="addresses", yes="addressed", no="not addressed",
+                       figures=(PROBABILITY,), caption="What the question asks, addressed or not:"),
+                Checks("questions", text="question", verdict="noncommittal", yes="noncommittal", good=(),
+                       bad=(True,), figures=(("similarity", "similarity {:.3f}"),),
                        caption="Questions generated back from the answer:"),)
 
     @dataclass(frozen=True)
     class Options:
-        n: int = field(default=3, metadata={"help": "questions regenerated from each answer", "minimum": 1})
+        mode: RelevanceMode = field(default="verdict", metadata={"help": MODE_HELP.format(
+            ragas="the mean cosine between the question and questions the judge regenerates from the answer")})
+        n: int = field(default=3, metadata={"help": "ragas mode: questions regenerated from each answer",
+                                            "minimum": 1})
 
     def compute(self, sample, settings, lang):
+        if self.options.mode == "ragas":
+            return (yield from self.ragas(sample, settings, lang))
+        got = yield from answer_verdicts(sample.question, sample.answer, sample.contexts or (), lang, settings)
+        value = got.pop("value")
+        if "held" in got and value > got["addresses"]:
+            explanation = (f"the answer says it cannot answer (P {got['declines']:.2f}) and the contexts do not "
+                           f"hold the answer (P {got['held']:.2f})")
+        else:
+            explanation = f"P(the answer addresses the question) {got['addresses']:.3f}"
+            if len(got["parts"]) > 1:
+                explanation += f", the least of its {len(got['parts'])} questions"
+        return Score(value, explanation=explanation, metadata={"mode": "verdict", **got})
+
+    def ragas(self, sample, settings, lang):
         n = self.options.n
-        got = yield from ask_json(JsonAsk(QUESTIONS, lang, {"n": n, "answer": sample.answer}), settings)
+        got = yield from ask_json(JsonAsk(QUESTIONS, lang, {"n": n, "answer": sample.answer},
+                                          salvage=ragas_questions), settings)
         questions = [q.strip() for q in got.value["questions"] if q.strip()][:n]
         if not questions:
             return Score.unscored(reasons.NO_QUESTIONS, "the judge wrote no question for the answer")
@@ -145,13 +198,18 @@ class AnswerRelevancy(SampleMetric):
         details = [{"question": q, "noncommittal": noncommittal, "similarity": round(s, 6)}
                    for q, s in zip(questions, sims)]
         if noncommittal:
-            return Score(0.0, explanation="the answer is noncommittal", metadata={"questions": details})
+            return Score(0.0, explanation="the answer is noncommittal",
+                         metadata={"mode": "ragas", "questions": details})
         value = max(0.0, float(np.mean(sims)))
         return Score(value, explanation=f"mean similarity of {len(questions)} regenerated questions",
-                     metadata={"questions": details})
+                     metadata={"mode": "ragas", "questions": details})
 
 
 # --- context relevance ----------------------------------------------------------------------------
+# the windows' figure a context's relevance is (relevance.context_figures)
+CONTEXT_VALUE = "mean_probability"
+
+
 def _normalise(text: str) -> str:
     return re.sub(r"\s+", " ", text).strip().lower()
 
@@ -159,16 +217,43 @@ def _normalise(text: str) -> str:
 @register_metric
 class ContextRelevance(SampleMetric):
     name = "context_relevance"
-    most_steps = ASK_STAGES
+
+    @property
+    def most_steps(self) -> int:  # type: ignore[override]
+        return ASK_STAGES if self.options.mode == "ragas" else 1  # the windows' verdicts in one stage
     question_for_people = "Are the retrieved contexts relevant to the question?"
     requires = ("question", "contexts")
     roles = frozenset({"judge"})
-    description = "share of context sentences the judge extracts as needed to answer the question"
-    evidence = (Texts("sentences", caption="Context sentences judged relevant to the question:",
+    description = ("how much of the contexts states the answer to the question (the mean of the judge's P(Yes) "
+                   "over windows of the contexts), or Ragas' share of context sentences the judge extracts as "
+                   "needed")
+    evidence = (Checks("windows", text="passage", verdict="relevant", yes="relevant", no="not relevant",
+                       context="chunk", figures=(PROBABILITY,),
+                       caption="Does each window of the contexts state the answer?"),
+                Texts("sentences", caption="Context sentences judged relevant to the question:",
                       empty="No relevant sentences were extracted from the contexts."),
                 Texts("not_in_context", caption="Sentences the judge gave that are not in the contexts:", good=False))
 
+    @dataclass(frozen=True)
+    class Options:
+        mode: RelevanceMode = field(default="verdict", metadata={"help": MODE_HELP.format(
+            ragas="the share of context sentences the judge copies out as needed to answer the question")})
+
     def compute(self, sample, settings, lang):
+        if self.options.mode == "ragas":
+            return (yield from self.ragas(sample, settings, lang))
+        windows = yield from passage_verdicts(sample.question, sample.contexts, lang, settings)
+        if not windows:
+            return Score.unscored(reasons.EMPTY_CONTEXTS, "the contexts hold no text")
+        figures = context_figures(windows)
+        value = figures[CONTEXT_VALUE]
+        stating = sum(w["relevant"] for w in windows)
+        return Score(value, explanation=f"{stating} of {len(windows)} windows of the contexts state the answer "
+                                        f"(mean P {figures['mean_probability']:.3f}, best "
+                                        f"{figures['max_probability']:.3f})",
+                     metadata={"mode": "verdict", "windows": windows, **figures})
+
+    def ragas(self, sample, settings, lang):
         sentences = [s for c in sample.contexts for s in split_sentences(c, lang)]
         if not sentences:
             return Score.unscored(reasons.EMPTY_CONTEXTS, "the contexts hold no sentence")
@@ -184,7 +269,8 @@ class ContextRelevance(SampleMetric):
         kept = list(dict.fromkeys(kept))
         value = min(1.0, len(kept) / len(sentences))
         return Score(value, explanation=f"{len(kept)} of {len(sentences)} context sentences needed",
-                     metadata={"sentences": kept, "not_in_context": invented, "n_sentences": len(sentences)})
+                     metadata={"mode": "ragas", "sentences": kept, "not_in_context": invented,
+                               "n_sentences": len(sentences)})
 
 
 @register_metric

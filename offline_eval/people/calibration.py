@@ -43,6 +43,19 @@ def labels_per_class(labels: Iterable[float]) -> tuple[int, int]:
     return sum(1 for y in values if y == 1), sum(1 for y in values if y == 0)
 
 
+# Options a metric gained after runs and calibrations recorded it without them, with the value that
+# keeps what those measured: answer_relevancy and context_relevance were Ragas' definitions before
+# their mode.
+OPTIONS_ADDED: dict[str, dict[str, Any]] = {"answer_relevancy": {"mode": "ragas"},
+                                            "context_relevance": {"mode": "ragas"}}
+
+
+def recorded_options(metric: str, options: Mapping[str, Any] | None) -> dict[str, Any]:
+    """A metric's options as a run or a calibration recorded them, with the options it gained since at
+    the value they stood for then (:data:`OPTIONS_ADDED`)."""
+    return {**OPTIONS_ADDED.get(metric, {}), **(options or {})}
+
+
 def settings_signature(settings: EvalSettings, options: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """What a calibration is fitted for besides its metric and models: the settings that change values
     (declared so in :class:`EvalSettings`), and the metric's own options (``Metric.config()``) when it
@@ -157,6 +170,8 @@ class Calibration:
         weights = settings.pop("answer_correctness_weights", None)
         if weights is not None and data["metric"] == "answer_correctness":
             settings.setdefault("options", {"weights": list(weights)})
+        if data["metric"] in OPTIONS_ADDED:
+            settings["options"] = recorded_options(data["metric"], settings.get("options"))
         return cls(metric=data["metric"], models=dict(data["models"]), settings=settings,
                    threshold=float(data["threshold"]), platt=(float(data["platt"][0]), float(data["platt"][1])),
                    n=int(data["n"]), n_positive=int(data["n_positive"]), quality=dict(data.get("quality", {})),

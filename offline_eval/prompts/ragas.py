@@ -270,3 +270,41 @@ STANDALONE_QUESTION = Prompt(
     },
     schema={"type": "object", "required": ["question"], "properties": {"question": {"type": "string"}}},
 )
+
+# --- answer relevance and context relevance as option verdicts (their "verdict" mode) --------------
+# Each is one Yes/No question read from the option probabilities: no reply to parse. The answer's is the
+# plain question; what the metric adds is the correction for the judge's lean, the parts of a question
+# and the reading of an answer that declines (docs/measurements.md has the wordings measured).
+ANSWER_GIVES_OPTION = Prompt(
+    name="answer_gives_option",
+    system=YES_NO,
+    template={
+        "en": "Question: {question}\nAnswer: {answer}\n\nDoes the answer address the question? Answer Yes or No.",
+        "zh": "问题：{question}\n回答：{answer}\n\n该回答是否回应了这个问题？回答 Yes 或 No。",
+    },
+)
+
+# An answer that says it cannot answer is relevant only when the passages indeed do not hold the answer.
+ANSWER_DECLINES_OPTION = Prompt(
+    name="answer_declines_option",
+    system=YES_NO,
+    template={
+        "en": ("Question: {question}\nAnswer: {answer}\n\n"
+               "Does the answer say that the information asked for is not available or cannot be given? "
+               "Answer Yes or No."),
+        "zh": ("问题：{question}\n回答：{answer}\n\n"
+               "该回答是否表示所问的信息无法获得或无法给出？回答 Yes 或 No。"),
+    },
+)
+
+# The passage first, so that the probe with an empty question (the passage's own lean) shares its prefix.
+PASSAGE_ANSWERS_OPTION = Prompt(
+    name="passage_answers_option",
+    system=YES_NO,
+    template={
+        "en": ("Passage:\n{passage}\n\nQuestion: {question}\n\n"
+               "Does this passage state the answer to the question? Answer Yes or No."),
+        "zh": ("段落：\n{passage}\n\n问题：{question}\n\n"
+               "这段文字是否陈述了该问题的答案？回答 Yes 或 No。"),
+    },
+)

@@ -126,24 +126,24 @@ def test_answer_relevancy_mean_cosine_and_noncommittal():
     questions = ["Tell me about Paris.", "What is the capital of France?"]
     judge = ScriptedJudge(script={"generate": [{"match": "questions that the answer", "response": json.dumps(
         {"noncommittal": False, "questions": questions})}]})
-    result = score(AnswerRelevancy(), SAMPLE, models(judge, embedder=embedder))
+    result = score(AnswerRelevancy(mode="ragas"), SAMPLE, models(judge, embedder=embedder))
     q = embedder.vector(SAMPLE.question)
     expected = np.mean([max(0.0, 0) + float(np.dot(q, embedder.vector(x))) for x in questions])
     assert result.value == pytest.approx(expected)
     assert result.metadata["questions"][0]["similarity"] == pytest.approx(1.0)
     evasive = ScriptedJudge(script={"generate": [{"match": "questions that the answer", "response": json.dumps(
         {"noncommittal": True, "questions": questions})}]})
-    assert score(AnswerRelevancy(), SAMPLE, models(evasive)).value == 0.0
+    assert score(AnswerRelevancy(mode="ragas"), SAMPLE, models(evasive)).value == 0.0
 
 
 def test_context_relevance_counts_verbatim_sentences_only():
     judge = ScriptedJudge(script={"generate": [{"match": "Copy, unchanged", "response": json.dumps(
         {"sentences": ["Paris is the capital of France.", "Paris is lovely in spring."]})}]})
-    result = score(ContextRelevance(), SAMPLE, models(judge))
+    result = score(ContextRelevance(mode="ragas"), SAMPLE, models(judge))
     assert result.value == pytest.approx(1 / 2)  # 1 of 2 context sentences; the invented one ignored
     assert result.metadata["not_in_context"] == ["Paris is lovely in spring."]
     insufficient = ScriptedJudge(script={"generate": [{"match": "Copy, unchanged", "response": '{"sentences": []}'}]})
-    assert score(ContextRelevance(), SAMPLE, models(insufficient)).value == 0.0
+    assert score(ContextRelevance(mode="ragas"), SAMPLE, models(insufficient)).value == 0.0
 
 
 def test_context_relevance_embedding():

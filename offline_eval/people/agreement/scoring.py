@@ -26,6 +26,7 @@ from offline_eval.judging.settings import EvalSettings
 from offline_eval.metrics import metric_classes
 from offline_eval.metrics.base import Metric
 from offline_eval.options import flag_of
+from offline_eval.people.calibration import OPTIONS_ADDED, recorded_options
 from offline_eval.run.config import Run, RunConfig, build_run
 from offline_eval.run.execute import execute
 from offline_eval.run.model_choice import ModelChoice
@@ -433,10 +434,13 @@ def _calibrate_from_run(args: Any, config_of: ConfigOf) -> tuple[Metric, dict[st
     identities = {role: str(stored_models[role]) for role in sorted(metric.roles) if role in stored_models}
     # the run's options of the metric (its config may hold more, as a criterion's definition: not options)
     fields = {f.name for f in dataclasses.fields(metric.Options)}
-    options = {k: v for k, v in ((info.get("metric_options") or {}).get(metric.name) or {}).items() if k in fields}
+    recorded = (info.get("metric_options") or {}).get(metric.name) or {}
+    if metric.name in OPTIONS_ADDED:
+        recorded = recorded_options(metric.name, recorded)
+    options = {k: v for k, v in recorded.items() if k in fields}
     if options:
         metric = metric.with_options(**{k: tuple(v) if isinstance(v, list) else v for k, v in options.items()})
-    if metric.config() != ((info.get("metric_options") or {}).get(metric.name) or metric.config()):
+    if metric.config() != (recorded or metric.config()):
         raise ValueError(f"calibrate --run: {metric.name} is not defined as it was in the run (its criteria file "
                          "changed since?); give the definition the run was scored with")
     source = {"run": str(run_dir), "fingerprint": info.get("fingerprint"), "labels": str(labels_path),

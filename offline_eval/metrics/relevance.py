@@ -1,0 +1,86 @@
+"""Answer relevance and context relevance as option verdicts: each a Yes/No question to the judge, read
+from its option probabilities, so that no reply is parsed and none can be unreadable. The metrics'
+"verdict" mode (:class:`~offline_eval.metrics.ragas.AnswerRelevancy`,
+:class:`~offline_eval.metrics.ragas.ContextRelevance`); their "ragas" mode keeps Ragas' own definitions.
+
+An answer's P(Yes) is corrected for the judge's lean as faithfulness corrects a passage's
+(:func:`option_verdict`): the same question asked with an empty answer measures how much the judge says
+Yes to the question whatever the answer."""
+
+from __future__ import annotations
+
+from typing import Any, Generator, Sequence
+
+from offline_eval.engine.requests import ScoreOptions
+from offline_eval.judging.settings import EvalSettings
+from offline_eval.judging.verdicts import EMPTY_STATEMENT, YES_NO, option_verdict
+from offline_eval.judging.windows import context_windows
+from offline_eval.prompts.base import QuestionInConversation
+from offline_eval.prompts.ragas import ANSWER_DECLINES_OPTION, ANSWER_GIVES_OPTION, PASSAGE_ANSWERS_OPTION
+from offline_eval.text import split_sentences
+
+QUESTION_MARKS = ("?", "？")
+
+
+def question_parts(question: str, language: str) -> list[str]:
+    """The questions a question asks: its sentences that end in a question mark when there are two or
+    more (each keeps the conversation the question was asked in), else the question whole."""
+    parts = [s for s in split_sentences(str(question), language) if s.rstrip().endswith(QUESTION_MARKS)]
+    if len(parts) < 2:
+        return [question]
+    history = getattr(question, "history", ())
+    return [QuestionInConversation(p, history) if history else p for p in parts]
+
+
+def passage_verdicts(question: str, contexts: Sequence[str], language: str,
+                     settings: EvalSettings) -> Generator[Any, Any, list[dict[str, Any]]]:
+    """For each window of the contexts (``settings.context_window`` words), whether it states the answer
+    to ``question``: the judge's P(Yes) as it is. Not corrected for the window's lean (its P(Yes) for an
+    empty question): that lean rises with how much a passage states, which is part of what is asked."""
+    windows = context_windows(contexts, settings.context_window, language)
+    if not windows:
+        return []
+    probs = yield [ScoreOptions(prompt=PASSAGE_ANSWERS_OPTION.render(language, passage=text, question=question),
+                                options=YES_NO) for _, text in windows]
+    out = []
+    for (chunk, text), asked in zip(windows, probs):
+        verdict = option_verdict(asked, (), settings)
+        out.append({"chunk": chunk, "passage": text, "relevant": verdict.supported,
+                    "probability": round(verdict.probability, 6)})
+    return out
+
+
+def context_figures(windows: Sequence[dict[str, Any]]) -> dict[str, float]:
+    """The windows' verdicts read as a context's relevance: the best window's P (the context holds the
+    answer) and their mean (how much of the context does)."""
+    p = [w["probability"] for w in windows]
+    return {"max_probability": max(p), "mean_probability": sum(p) / len(p)}
+
+
+def answer_verdicts(question: str, answer: str, contexts: Sequence[str], language: str,
+                    settings: EvalSettings) -> Generator[Any, Any, dict[str, Any]]:
+    """Whether ``answer`` addresses ``question``: the least P(Yes) over the question's parts
+    (:func:`question_parts`), each corrected by its P(Yes) for an empty answer. An answer that says the
+    information cannot be given is relevant as far as the contexts do not hold it (the best window's P,
+    :func:`passage_verdicts`); without contexts, or when the judge does not read the answer as declining,
+    that reading is not asked."""
+    parts = question_parts(question, language)
+    asked = [ScoreOptions(prompt=ANSWER_GIVES_OPTION.render(language, question=part, answer=a), options=YES_NO)
+             for part in parts for a in (answer, EMPTY_STATEMENT)]
+    declines_prompt = ANSWER_DECLINES_OPTION.render(language, question=question, answer=answer)
+    probs = yield [*asked, ScoreOptions(prompt=declines_prompt, options=YES_NO)]
+    verdicts = [option_verdict(p, (lean,), settings) for p, lean in zip(probs[0:-1:2], probs[1:-1:2])]
+    addresses = min(v.probability for v in verdicts)
+    declines = float(probs[-1]["Yes"])
+    out: dict[str, Any] = {
+        "parts": [{"question": str(part), "addresses": v.supported, "probability": round(v.probability, 6),
+                   "judge_probability": round(v.judge, 6), "baseline": round(v.baseline, 6)}
+                  for part, v in zip(parts, verdicts)],
+        "addresses": addresses, "addresses_judge": min(v.judge for v in verdicts), "declines": declines,
+        "value": addresses}
+    if contexts and declines >= settings.support_threshold:
+        windows = yield from passage_verdicts(question, contexts, language, settings)
+        if windows:
+            held = context_figures(windows)["max_probability"]
+            out.update(held=held, value=max(addresses, declines * (1.0 - held)))
+    return out

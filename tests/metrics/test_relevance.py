@@ -1,0 +1,148 @@
+"""answer_relevancy and context_relevance: their verdict mode (option verdicts, the default) on scripted
+judges, and their ragas mode (Ragas' definitions) still reachable."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from offline_eval.data.schema import Sample
+from offline_eval.judging.settings import EvalSettings
+from offline_eval.metrics.ragas import AnswerRelevancy, ContextRelevance, ragas_questions
+from offline_eval.metrics.relevance import question_parts
+from offline_eval.runtime.scripted import ScriptedJudge
+from tests.helpers import models, run_of, score
+
+FOCUSED = ["The Eiffel Tower opened in 1889 for the World's Fair."]
+PADDING = ["Sourdough needs a starter fed with flour and water for a week before the first loaf. "
+           "Knead the dough, let it rise overnight and bake it hot."]
+QUESTION = "When did the Eiffel Tower open?"
+
+
+def line(text: str, label: str) -> str:
+    """What follows ``label`` on its line of a prompt ('' when the prompt has no such line)."""
+    return text.split(label, 1)[1].split("\n", 1)[0].strip() if label in text else ""
+
+
+def judge_of(passage_yes=lambda passage, question: "1889" in passage and bool(question),
+             gives=lambda question, answer: "1889" in answer, declines=lambda answer: "cannot" in answer):
+    """A judge that says Yes (0.9, else 0.1) to: a passage stating the answer to its question; an answer
+    giving what its question asks; an answer that says it cannot answer. Every reply it writes is no JSON."""
+    def probs(text: str) -> dict[str, float]:
+        question, answer = line(text, "Question:"), line(text, "Answer:")
+        if "Does this passage state" in text:
+            yes = passage_yes(text.split("Passage:\n", 1)[1].split("\n\nQuestion:", 1)[0], question)
+        elif "not available or cannot be given" in text:
+            yes = declines(answer)
+        else:
+            yes = gives(question, answer)
+        return {"Yes": 0.9, "No": 0.1} if yes else {"Yes": 0.1, "No": 0.9}
+    return ScriptedJudge(script={"options": [{"match": "", "probs": probs}], "default_response": "Sure! {\"questions\": ["})
+
+
+def test_verdict_mode_asks_no_reply_to_parse_and_scores_every_answer():
+    judge = judge_of()
+    for answer in ("It opened in 1889.", "It is a tower.", "I cannot answer that from these passages.", "?" * 500):
+        result = score(AnswerRelevancy(), Sample(id="1", question=QUESTION, answer=answer, contexts=FOCUSED), models(judge))
+        assert result.value is not None and 0.0 <= result.value <= 1.0, result.reason
+    result = score(ContextRelevance(), Sample(id="2", question=QUESTION, contexts=FOCUSED + PADDING), models(judge))
+    assert result.value is not None
+    assert judge.calls["generate"] == 0 and judge.calls["options"] > 0
+
+
+def test_answer_giving_what_is_asked_scores_above_one_that_does_not():
+    judge = judge_of()
+    good = score(AnswerRelevancy(), Sample(id="1", question=QUESTION, answer="It opened in 1889."), models(judge))
+    off = score(AnswerRelevancy(), Sample(id="2", question=QUESTION, answer="It is made of iron."), models(judge))
+    assert good.value > 0.5 > off.value
+    assert good.metadata["parts"][0]["addresses"] and not off.metadata["parts"][0]["addresses"]
+
+
+def test_a_partial_answer_to_a_two_part_question_scores_below_a_complete_one():
+    question = "Who built the Eiffel Tower? When did it open?"
+    assert question_parts(question, "en") == ["Who built the Eiffel Tower?", "When did it open?"]
+
+    def gives(part, answer):  # each part answered by its own fact; the whole question by either
+        return ("Eiffel built" in answer if part.startswith("Who") else "1889" in answer if part.startswith("When")
+                else "Eiffel built" in answer or "1889" in answer)
+    judge = judge_of(gives=gives)
+    complete = score(AnswerRelevancy(), Sample(id="1", question=question, answer="Gustave Eiffel built it; it opened "
+                                               "in 1889."), models(judge))
+    partial = score(AnswerRelevancy(), Sample(id="2", question=question, answer="Gustave Eiffel built it."),
+                    models(judge))
+    assert complete.value > 0.5 > partial.value
+    assert [p["addresses"] for p in partial.metadata["parts"]] == [True, False]
+
+
+def test_declining_is_relevant_only_when_the_contexts_do_not_hold_the_answer():
+    judge = judge_of()
+    answer = "I cannot answer that from these passages."
+    honest = score(AnswerRelevancy(), Sample(id="1", question=QUESTION, answer=answer, contexts=PADDING), models(judge))
+    evasive = score(AnswerRelevancy(), Sample(id="2", question=QUESTION, answer=answer, contexts=FOCUSED), models(judge))
+    alone = score(AnswerRelevancy(), Sample(id="3", question=QUESTION, answer=answer), models(judge))
+    assert honest.value > 0.5 > evasive.value
+    assert evasive.value == pytest.approx(alone.value)  # without contexts a declining answer gives nothing
+    assert honest.metadata["held"] < 0.5 < evasive.metadata["held"]
+
+
+def test_padding_a_focused_context_lowers_context_relevance():
+    judge = judge_of()
+    focused = score(ContextRelevance(), Sample(id="1", question=QUESTION, contexts=FOCUSED), models(judge))
+    padded = score(ContextRelevance(), Sample(id="2", question=QUESTION, contexts=FOCUSED + PADDING), models(judge))
+    unrelated = score(ContextRelevance(), Sample(id="3", question=QUESTION, contexts=PADDING), models(judge))
+    assert focused.value > padded.value > unrelated.value
+    assert [w["relevant"] for w in padded.metadata["windows"]] == [True, False]
+
+
+def test_a_question_the_judge_says_yes_to_whatever_the_answer_is_corrected_for_its_lean():
+    # the second question gets Yes for any answer, the empty one included: its lean is taken out
+    judge = judge_of(gives=lambda question, answer: "1889" in answer or "colour" in question)
+    plain = score(AnswerRelevancy(), Sample(id="1", question=QUESTION, answer="It opened in 1889."), models(judge))
+    leaning = score(AnswerRelevancy(), Sample(id="2", question="What colour is it?", answer="It is tall."),
+                    models(judge))
+    assert leaning.metadata["parts"][0]["judge_probability"] == pytest.approx(0.9)
+    assert plain.value > leaning.value
+    unweighted = score(AnswerRelevancy(), Sample(id="3", question="What colour is it?", answer="It is tall."),
+                       models(judge), EvalSettings(baseline_weight=0.0))
+    assert unweighted.value == pytest.approx(0.9)
+
+
+def test_ragas_mode_keeps_ragas_definitions_and_reads_questions_closed_before_a_cut():
+    cut = '{"noncommittal": false, "questions": ["When did the Eiffel Tower open?", "When did the tower open to'
+    assert ragas_questions(cut) == {"noncommittal": False, "questions": ["When did the Eiffel Tower open?"]}
+    assert ragas_questions('{"questions": ["never closed') is None
+    judge = ScriptedJudge(script={"generate": [{"match": "questions that the answer", "response": cut},
+                                               {"match": "Copy, unchanged", "response": json.dumps(
+                                                   {"sentences": FOCUSED})}]})
+    sample = Sample(id="1", question=QUESTION, answer="It opened in 1889.", contexts=FOCUSED + PADDING)
+    relevancy = score(AnswerRelevancy(mode="ragas"), sample, models(judge))
+    assert relevancy.metadata["mode"] == "ragas"
+    assert [q["question"] for q in relevancy.metadata["questions"]] == ["When did the Eiffel Tower open?"]
+    assert relevancy.value == pytest.approx(1.0, abs=1e-6)  # the same text as the question
+    relevance = score(ContextRelevance(mode="ragas"), sample, models(judge))
+    assert relevance.metadata["sentences"] == FOCUSED and relevance.value == pytest.approx(1 / 3)
+
+
+def test_the_mode_is_an_option_of_the_run_and_recorded():
+    run = run_of(models(judge_of()), ["answer_relevancy", "context_relevance"], answer_relevancy_mode="ragas")
+    modes = {m.name: m.options.mode for m in run.metrics}
+    assert modes == {"answer_relevancy": "ragas", "context_relevance": "verdict"}
+    assert AnswerRelevancy().options.mode == ContextRelevance().options.mode == "verdict"
+
+
+def test_a_calibration_fitted_before_the_mode_holds_for_ragas_definitions_only(tmp_path):
+    from offline_eval.people.calibration import find_calibration, fit_calibration, read_calibrations
+    from offline_eval.runtime.identity import CALIBRATION_FILE
+
+    settings = EvalSettings()
+    c = fit_calibration("answer_relevancy", {"judge": "j1"}, settings, [0.1, 0.2, 0.8, 0.9], [0, 0, 1, 1],
+                        options={"n": 3})  # as a run recorded answer_relevancy before its mode
+    path = tmp_path / CALIBRATION_FILE
+    path.write_text(json.dumps({"format": 1, "calibrations": [
+        c.to_dict(), {**c.to_dict(), "metric": "context_relevance",
+                      "settings": {k: v for k, v in c.settings.items() if k != "options"}}]}))
+    read = {x.metric: x for x in read_calibrations(path)}
+    for name, metric in (("answer_relevancy", AnswerRelevancy), ("context_relevance", ContextRelevance)):
+        assert find_calibration([read[name]], name, {"judge": "j1"}, settings, metric(mode="ragas").config())
+        assert find_calibration([read[name]], name, {"judge": "j1"}, settings, metric().config()) is None
