@@ -220,6 +220,11 @@ class Metric:
 
     def __init__(self, options: Any = None, **values: Any) -> None:
         self.options = options if options is not None else self.Options(**values)
+        self.configured()
+
+    def configured(self) -> None:
+        """Called whenever the options are set: a metric whose options decide what it uses (its
+        ``roles``) says so on the instance here; the class's ``roles`` is what any of its options may use."""
 
     def score(self, sample: Sample, settings: EvalSettings) -> ScoreGenerator:
         """The metric's value for ``sample`` under the run's judging ``settings`` (see the module's
@@ -247,6 +252,7 @@ class Metric:
             return self
         changed = copy.copy(self)
         changed.options = dataclasses.replace(self.options, **values)
+        changed.configured()
         return changed
 
 

@@ -154,7 +154,7 @@ class AnswerRelevancy(SampleMetric):
         return ASK_STAGES + EMBED_STAGES if self.options.mode == "ragas" else 2
     question_for_people = "Does the answer address the question?"
     requires = ("question", "answer")
-    roles = frozenset({"judge", "embedder"})  # the embedder in the ragas mode only
+    roles = frozenset({"judge", "embedder"})  # what either mode may use; an instance says what its mode uses
     description = ("does the answer address the question (the judge's P(Yes), corrected for its lean; "
                    "an answer saying it cannot answer counts when the contexts do not hold the answer), or "
                    "Ragas' mean cosine between the question and questions regenerated from the answer")
@@ -170,6 +170,10 @@ class AnswerRelevancy(SampleMetric):
             ragas="the mean cosine between the question and questions the judge regenerates from the answer")})
         n: int = field(default=3, metadata={"help": "ragas mode: questions regenerated from each answer",
                                             "minimum": 1})
+
+    def configured(self) -> None:
+        # the verdicts embed nothing: a run of them loads no embedder
+        self.roles = type(self).roles if self.options.mode == "ragas" else frozenset({"judge"})  # type: ignore[misc]
 
     def compute(self, sample, settings, lang):
         if self.options.mode == "ragas":
@@ -238,6 +242,10 @@ class ContextRelevance(SampleMetric):
     class Options:
         mode: RelevanceMode = field(default="verdict", metadata={"help": MODE_HELP.format(
             ragas="the share of context sentences the judge copies out as needed to answer the question")})
+
+    def configured(self) -> None:
+        # the verdicts embed nothing: a run of them loads no embedder
+        self.roles = type(self).roles if self.options.mode == "ragas" else frozenset({"judge"})  # type: ignore[misc]
 
     def compute(self, sample, settings, lang):
         if self.options.mode == "ragas":

@@ -146,3 +146,23 @@ def test_a_calibration_fitted_before_the_mode_holds_for_ragas_definitions_only(t
     for name, metric in (("answer_relevancy", AnswerRelevancy), ("context_relevance", ContextRelevance)):
         assert find_calibration([read[name]], name, {"judge": "j1"}, settings, metric(mode="ragas").config())
         assert find_calibration([read[name]], name, {"judge": "j1"}, settings, metric().config()) is None
+
+
+def test_the_verdict_mode_needs_no_embedder_and_the_ragas_mode_names_it_missing(tiny_profile, tmp_path):
+    """answer_relevancy's verdicts embed nothing, so a run of them scores with no embedder on disk; the
+    ragas mode (its regenerated questions are embedded) still names the missing folder."""
+    import offline_eval
+    from offline_eval.run.config import ModelsMissing
+
+    manifest = tmp_path / "no-embedder.toml"
+    text = tiny_profile.read_text(encoding="utf-8")
+    embedder_path = text.split('[embedder]', 1)[1].split('path = ', 1)[1].split("\n", 1)[0]
+    manifest.write_text(text.replace(embedder_path, json.dumps(str(tmp_path / "gone"))), encoding="utf-8")
+    assert AnswerRelevancy().roles == {"judge"}
+    assert AnswerRelevancy(mode="ragas").roles == {"judge", "embedder"}
+    rows = [{"id": "a", "question": QUESTION, "answer": "It opened in 1889.", "contexts": FOCUSED}]
+    result = offline_eval.evaluate(rows, ["answer_relevancy"], profile=str(manifest), cache=False)
+    assert result.rows[0]["scores"]["answer_relevancy"]["metadata"]["mode"] == "verdict"
+    with pytest.raises(ModelsMissing, match="gone"):
+        offline_eval.evaluate(rows, ["answer_relevancy"], profile=str(manifest), cache=False,
+                              answer_relevancy_mode="ragas")
