@@ -556,8 +556,8 @@ def write_outputs(out: Path, payload: dict[str, Any]) -> None:
         "folds, as `offline-eval calibrate` reports it; the threshold column is the one fitted on all rows. "
         f"95% bootstrap intervals ({RESAMPLES} stratified resamples, seed {BOOT_SEED})",
         "- pairwise (sets with one): two items of one group (the answers to one MT-RAG turn, the passages of one "
-        "RGB query) with different human grades; the share where the metric scores the higher-graded one higher, "
-        "a tie settled by a seeded coin; bootstrap over pairs",
+        "RGB query, the chunks of one RAGEval query) with different human grades; the share where the metric "
+        "scores the higher-graded one higher, a tie settled by a seeded coin; bootstrap over pairs",
         "",
         "| set | configuration | metric | scored / n (+/−) | ROC AUC | bal. acc. @0.5 | threshold "
         "| bal. acc. calibrated (5-fold) | pairwise accuracy | mean + / − | distinct scores | judge requests / row "
