@@ -37,9 +37,15 @@ Named only (not in the default run):
   rgb_context      RGB English: each query's passages one at a time, a positive passage (it holds the
                    answer) 1, a negative one (retrieved for the query, without the answer) 0; the limit
                    counts queries; context_relevance
+  rageval_context  RAGEval (rageval_example.jsonl): each query's five retrieved chunks one at a time, a
+                   chunk that holds one of the query's ground-truth references whole (its words in order,
+                   case, spacing and punctuation aside; Chinese character by character) 1, any other 0;
+                   queries whose chunks all share one label are dropped; the limit counts queries;
+                   context_relevance. (Chunks from the ground-truth documents, dragonball_docs.jsonl's ids,
+                   would be a coarser label: most of them hold none of the answer.)
 
-The two relevance sets also report a pairwise view, as the Ragas paper measured: the answers to one
-turn with different median ratings, a positive and a negative passage of one query; the share of
+The relevance sets also report a pairwise view, as the Ragas paper measured: the answers to one
+turn with different median ratings, a positive and a negative passage (or chunk) of one query; the share of
 pairs where the metric scores the better one higher (a tie settled by a seeded coin).
 
 Configurations: ``plain`` is the one-prompt baseline of issue #14 (user turn "Context:\\n{contexts}\\n\\n
@@ -68,6 +74,7 @@ import csv
 import json
 import os
 import platform
+import re
 import shlex
 import sys
 import time
@@ -273,6 +280,45 @@ def _rgb_context(limit: int | None, seed: int) -> list[tuple[Sample, float]]:
     return _groups(out, limit, seed, lambda s: s.row)
 
 
+# A token of the label rule: a CJK character alone (Chinese has no spaces), else a run of letters and digits;
+# punctuation, case and spacing are not compared (a chunk cut before a reference's full stop still holds it).
+_CJK = "\u3400-\u9fff\uf900-\ufaff"
+_TOKEN = re.compile(f"[{_CJK}]|[^\\W{_CJK}]+")
+# A reference shorter than this (tokens) may recur, word for word, in chunks that do not hold the answer
+# ("in January 2021"): its query is dropped rather than labelled by chance. A Chinese character carries
+# about half an English word.
+_MIN_REFERENCE = {"en": 8, "zh": 16}
+
+
+def _tokens(text: str) -> tuple[str, ...]:
+    return tuple(_TOKEN.findall(text.lower()))
+
+
+def _holds(chunk: str, references: list[str]) -> bool:
+    """Whether ``chunk`` holds one of ``references`` whole: its tokens in order, one after the other."""
+    body = " " + " ".join(_tokens(chunk)) + " "
+    return any(" " + " ".join(_tokens(r)) + " " in body for r in references)
+
+
+def _rageval_context(limit: int | None, seed: int) -> list[tuple[Sample, float]]:
+    """Each RAGEval query's retrieved chunks one by one: a chunk that holds a ground-truth reference whole
+    (:func:`_holds`) 1, any other 0. Queries whose chunks all share one label (no reference, or every chunk
+    holds one) or with a reference too short to tell are dropped. ``limit`` counts queries."""
+    out = []
+    for i, line in enumerate(open(DATA / "rageval_example.jsonl", encoding="utf-8"), start=1):
+        q = json.loads(line)
+        language, refs = q.get("language", "en"), q["ground_truth"]["references"]
+        if any(len(_tokens(r)) < _MIN_REFERENCE.get(language, 8) for r in refs):
+            continue
+        chunks = [c for c in q["prediction"]["references"] if c.strip()]
+        labels = [float(_holds(c, refs)) for c in chunks]
+        if len(set(labels)) < 2:
+            continue
+        out += [(Sample(id=f"ragc-{q['query']['query_id']}-{j}", question=q["query"]["content"], answer="",
+                        contexts=[c], language=language, row=i), y) for j, (c, y) in enumerate(zip(chunks, labels))]
+    return _groups(out, limit, seed, lambda s: s.row)
+
+
 def _mtrag_turns(limit: int | None, seed: int, dimension: str = "appropriateness") -> list[tuple[Sample, float]]:
     """MT-RAG's rated answers as :func:`_mtrag` reads them, ``limit`` counting conversation turns (every
     rated answer of a kept turn is kept, so the answers to one turn can be compared)."""
@@ -333,6 +379,9 @@ RELEVANCE_SETS: dict[str, tuple[Callable[..., list], str, type[Metric], int | No
     "rgb_context": (_rgb_context, "context_relevance", PlainContextRelevant, 12,
                     "RGB English, each query's passages one at a time (positive holds the answer = 1, "
                     "negative = 0; limit counts queries)"),
+    "rageval_context": (_rageval_context, "context_relevance", PlainContextRelevant, 40,
+                        "RAGEval, each query's retrieved chunks one at a time (holds a ground-truth reference "
+                        "= 1, else 0; limit counts queries)"),
 }
 
 # The pairwise view (as the Ragas paper measured): name -> (the group whose items are compared, the human
@@ -340,6 +389,7 @@ RELEVANCE_SETS: dict[str, tuple[Callable[..., list], str, type[Metric], int | No
 PAIRS: dict[str, tuple[Callable[[Sample], Any], Callable[[Sample, float], float]]] = {
     "mtrag_appropriateness": (lambda s: s.extra["task_id"], lambda s, y: float(s.extra["human"]["appropriateness"])),
     "rgb_context": (lambda s: s.row, lambda s, y: y),
+    "rageval_context": (lambda s: s.row, lambda s, y: y),
 }
 
 # Configurations: name -> (metric or None for the set's default, settings overrides, metadata value key)
@@ -506,8 +556,8 @@ def write_outputs(out: Path, payload: dict[str, Any]) -> None:
         "folds, as `offline-eval calibrate` reports it; the threshold column is the one fitted on all rows. "
         f"95% bootstrap intervals ({RESAMPLES} stratified resamples, seed {BOOT_SEED})",
         "- pairwise (sets with one): two items of one group (the answers to one MT-RAG turn, the passages of one "
-        "RGB query) with different human grades; the share where the metric scores the higher-graded one higher, "
-        "a tie settled by a seeded coin; bootstrap over pairs",
+        "RGB query, the chunks of one RAGEval query) with different human grades; the share where the metric "
+        "scores the higher-graded one higher, a tie settled by a seeded coin; bootstrap over pairs",
         "",
         "| set | configuration | metric | scored / n (+/−) | ROC AUC | bal. acc. @0.5 | threshold "
         "| bal. acc. calibrated (5-fold) | pairwise accuracy | mean + / − | distinct scores | judge requests / row "

@@ -78,3 +78,56 @@ def test_plain_relevance_baselines_ask_one_yes_no_question(cls, sample, asked):
     with pytest.raises(StopIteration) as done:
         steps.send({"Yes": 0.7, "No": 0.3})
     assert done.value.value.value == pytest.approx(0.7)
+
+
+def _rageval_line(i, refs, chunks, language="en"):
+    return {"language": language, "query": {"query_id": i, "content": f"question {i}"},
+            "ground_truth": {"doc_ids": [1], "references": refs}, "prediction": {"references": chunks}}
+
+
+@pytest.mark.parametrize("chunk, refs, held", [
+    # case, spacing and punctuation aside: a chunk cut before the reference's full stop still holds it
+    ("(Company)The first sub-event was the appointment\nof a new CEO in January 2021 this new CEO",
+     ["The first sub-event was the appointment of a new CEO in January 2021."], True),
+    # most of the reference's words, but not the reference: another company's near copy
+    ("These initiatives not only enhanced the company's public image but also increased its market "
+     "competitiveness, promoting long-term sustainable development.",
+     ["These initiatives not only enhanced the company's public image but also improved its market "
+      "competitiveness, promoting long-term sustainable development."], False),
+    # Chinese, character by character (no spaces to split on)
+    ("公司简介。2017年2月，公司完成了对草莓文化传媒有限公司的资产收购，总价值1.2亿元。随后",
+     ["2017年2月，公司完成了对草莓文化传媒有限公司的资产收购"], True),
+    ("2017年3月，公司完成了对草莓文化传媒有限公司的资产收购。", ["2017年2月，公司完成了对草莓文化传媒有限公司的资产收购"], False),
+    # a word inside a longer word does not count
+    ("The board appointed Mr. Evanson as chairman in March 2021 after the meeting",
+     ["appointed Mr. Evans as chairman in March 2021"], False),
+])
+def test_rageval_chunk_holds_a_reference_only_when_the_reference_is_there_whole(chunk, refs, held):
+    assert bench._holds(chunk, refs) is held
+
+
+def test_rageval_context_labels_each_chunk_and_drops_queries_that_cannot_be_told_apart(tmp_path, monkeypatch):
+    ref = "In March 2021 the company appointed a new chief executive officer."
+    zh_ref = "2017年2月，公司完成了对草莓文化传媒有限公司的资产收购"
+    lines = [
+        _rageval_line(1, [ref], [f"Intro. {ref} More.", "Another event in May 2021.", "  "]),
+        _rageval_line(2, [], ["a", "b"]),  # no reference: every chunk 0, nothing to compare
+        _rageval_line(3, [ref], [ref, ref]),  # every chunk 1
+        # a short reference would match any chunk that names the month: the query is dropped
+        _rageval_line(4, ["January 2021"], ["In January 2021 it grew.", "It shrank in January 2021."]),
+        _rageval_line(5, [zh_ref], [f"首先，{zh_ref}。", "2019年公司上市。"], "zh"),
+        _rageval_line(6, ["2021年1月任命新总裁"], ["2021年1月任命新总裁。", "2022年营收增长。"], "zh"),  # short
+    ]
+    (tmp_path / "rageval_example.jsonl").write_text("\n".join(json.dumps(x, ensure_ascii=False) for x in lines),
+                                                   encoding="utf-8")
+    monkeypatch.setattr(bench, "DATA", tmp_path)
+    every = bench._rageval_context(None, 13)
+    assert [(s.id, s.question, s.contexts, s.language, s.row, y) for s, y in every] == [
+        ("ragc-1-0", "question 1", [f"Intro. {ref} More."], "en", 1, 1.0),
+        ("ragc-1-1", "question 1", ["Another event in May 2021."], "en", 1, 0.0),
+        ("ragc-5-0", "question 5", [f"首先，{zh_ref}。"], "zh", 5, 1.0),
+        ("ragc-5-1", "question 5", ["2019年公司上市。"], "zh", 5, 0.0),
+    ]
+    drawn = bench._rageval_context(1, 13)
+    assert len({s.row for s, _ in drawn}) == 1 and len(drawn) == 2  # a whole query
+    assert bench.PAIRS["rageval_context"][0](drawn[0][0]) == drawn[0][0].row
