@@ -71,14 +71,15 @@ def answer_verdicts(question: str, answer: str, contexts: Sequence[str], languag
     probs = yield [*asked, ScoreOptions(prompt=declines_prompt, options=YES_NO)]
     verdicts = [option_verdict(p, (lean,), settings) for p, lean in zip(probs[0:-1:2], probs[1:-1:2])]
     addresses = min(v.probability for v in verdicts)
-    declines = float(probs[-1]["Yes"])
+    declined = option_verdict(probs[-1], (), settings)
+    declines = declined.probability
     out: dict[str, Any] = {
         "parts": [{"question": str(part), "addresses": v.supported, "probability": round(v.probability, 6),
                    "judge_probability": round(v.judge, 6), "baseline": round(v.baseline, 6)}
                   for part, v in zip(parts, verdicts)],
         "addresses": addresses, "addresses_judge": min(v.judge for v in verdicts), "declines": declines,
         "value": addresses}
-    if contexts and declines >= settings.support_threshold:
+    if contexts and declined.supported:
         windows = yield from passage_verdicts(question, contexts, language, settings)
         if windows:
             held = context_figures(windows)["max_probability"]
