@@ -43,9 +43,19 @@ Named only (not in the default run):
                    queries whose chunks all share one label are dropped; the limit counts queries;
                    context_relevance. (Chunks from the ground-truth documents, dragonball_docs.jsonl's ids,
                    would be a coarser label: most of them hold none of the answer.)
+  answer_pairs     answers by construction, as the Ragas paper built its Table 1 (no human label): a
+                   complete answer (RAGEval's ground-truth answer, MT-RAG's reference answer rated 4 for
+                   appropriateness) 1, the same cut to its first sentence 0, a refusal although the
+                   contexts hold the answer 0; answers of three sentences or more; the limit counts
+                   questions of each source; answer_relevancy
+  context_pairs    contexts by construction: the passages that hold the answer (RAGEval's ground-truth
+                   references, an RGB positive passage) 1, the same padded with related passages that do
+                   not (the query's other retrieved chunks, two RGB negative passages) 0; the limit counts
+                   queries of each source; context_relevance
 
 The relevance sets also report a pairwise view, as the Ragas paper measured: the answers to one
-turn with different median ratings, a positive and a negative passage (or chunk) of one query; the share of
+turn with different median ratings, a positive and a negative passage (or chunk) of one query, the items
+built for one question; the share of
 pairs where the metric scores the better one higher (a tie settled by a seeded coin).
 
 Configurations: ``plain`` is the one-prompt baseline of issue #14 (user turn "Context:\\n{contexts}\\n\\n
@@ -101,6 +111,7 @@ from offline_eval.engine.requests import ScoreOptions, messages  # noqa: E402
 from offline_eval.judging.settings import EvalSettings  # noqa: E402
 from offline_eval.metrics.base import Metric, Score, option_names  # noqa: E402
 from offline_eval.run.model_choice import ModelChoice  # noqa: E402
+from offline_eval.text import split_sentences  # noqa: E402
 
 DATA = REPO.parent / "shared" / "data"
 BENCH_DIR = Path(os.environ.get("OFFLINE_EVAL_BENCH", "~/.cache/offline-eval-bench")).expanduser()
@@ -319,6 +330,80 @@ def _rageval_context(limit: int | None, seed: int) -> list[tuple[Sample, float]]
     return _groups(out, limit, seed, lambda s: s.row)
 
 
+# Issue #58's pairs built as the Ragas paper built its Table 1 (WikiEval): the better item by construction.
+# Answers: a complete answer beside the same answer cut to its first sentence (the paper asked ChatGPT to
+# "answer the given question in an incomplete way") and beside an answer that declines although the
+# contexts hold the answer (the issue's "the date has not been provided"). Contexts: the passages that hold
+# the answer beside the same passages padded with related ones that do not (the paper added sentences from
+# pages linking to the article: related, not needed).
+DECLINES = ("I'm sorry, but the provided documents do not contain that information.",
+            "The information has not been provided.",
+            "I don't have enough information to answer that question.")
+_MIN_SENTENCES = 3  # a complete answer of fewer sentences may say everything in its first one
+
+
+def _cut_and_declined(key: str, question: str, answer: str, contexts: list[str], row: int) -> list[tuple[Sample, float]]:
+    """A group of three answers to one question: ``answer`` (1), its first sentence (0) and a refusal (0);
+    none when ``answer`` has fewer than three sentences."""
+    sentences = split_sentences(answer, "en")
+    if len(sentences) < _MIN_SENTENCES:
+        return []
+    declined = DECLINES[sum(map(ord, key)) % len(DECLINES)]
+    return [(Sample(id=f"{key}-{tag}", question=question, answer=text, contexts=contexts, row=row), label)
+            for tag, text, label in (("complete", answer, 1.0), ("first", sentences[0], 0.0),
+                                     ("declined", declined, 0.0))]
+
+
+def _answer_pairs(limit: int | None, seed: int) -> list[tuple[Sample, float]]:
+    """Answers of three kinds to one question (:func:`_cut_and_declined`): RAGEval's answerable queries
+    (the ground-truth answer; contexts: its references) and MT-RAG's answerable turns (the reference answer,
+    rated 4 for appropriateness by its annotators' median; contexts: the turn's passages, the question
+    without its conversation). ``limit`` counts questions of each source."""
+    ragas_rows, mtrag_rows = [], []
+    for i, line in enumerate(open(DATA / "rageval_example.jsonl", encoding="utf-8"), start=1):
+        q = json.loads(line)
+        if q.get("language", "en") != "en" or q["query"]["query_type"].startswith("Irrelevant"):
+            continue
+        ragas_rows += _cut_and_declined(f"ragans-{q['query']['query_id']}", q["query"]["content"],
+                                        q["ground_truth"]["content"], list(q["ground_truth"]["references"]), i)
+    for s in read_dataset(DATA / "mtrag_dev.json"):
+        if (s.extra.get("system") == "reference" and s.extra.get("answerability") == ["ANSWERABLE"]
+                and s.extra["human"].get("appropriateness") == 4 and s.contexts):
+            mtrag_rows += _cut_and_declined(f"mtans-{s.extra['task_id']}", str(s.question), s.answer,
+                                            list(s.contexts), s.row)
+    return (_groups(ragas_rows, limit, seed, lambda s: s.id.rsplit("-", 1)[0])
+            + _groups(mtrag_rows, limit, seed, lambda s: s.id.rsplit("-", 1)[0]))
+
+
+def _context_pairs(limit: int | None, seed: int) -> list[tuple[Sample, float]]:
+    """Focused contexts (1) beside the same padded with related passages (0): RAGEval's ground-truth
+    references beside the references and the query's retrieved chunks that hold none of them (the same
+    company's other events); an RGB English query's first positive passage beside it and two of the
+    query's negative passages (retrieved for it, without the answer). ``limit`` counts queries of each."""
+    rag, rgb = [], []
+    for i, line in enumerate(open(DATA / "rageval_example.jsonl", encoding="utf-8"), start=1):
+        q = json.loads(line)
+        refs = [r for r in q["ground_truth"]["references"] if r.strip()]
+        if q.get("language", "en") != "en" or not refs:
+            continue
+        related = [c for c in q["prediction"]["references"] if c.strip() and not _holds(c, refs)][:2]
+        if related:
+            key, question = f"ragctx-{q['query']['query_id']}", q["query"]["content"]
+            rag += [(Sample(id=f"{key}-focused", question=question, answer="", contexts=refs, row=i), 1.0),
+                    (Sample(id=f"{key}-padded", question=question, answer="", contexts=[*refs, *related], row=i), 0.0)]
+    for line in open(DATA / "rgb_en_fact.json", encoding="utf-8"):
+        q = json.loads(line)
+        positive = [p for p in q["positive"] if p.strip()][:1]
+        negative = [p for p in q["negative"] if p.strip()][:2]
+        if positive and len(negative) == 2:
+            key, row = f"rgbctx-{q['id']}", int(q["id"]) + 1
+            rgb += [(Sample(id=f"{key}-focused", question=q["query"], answer="", contexts=positive, row=row), 1.0),
+                    (Sample(id=f"{key}-padded", question=q["query"], answer="", contexts=[*positive, *negative],
+                            row=row), 0.0)]
+    return (_groups(rag, limit, seed, lambda s: s.id.rsplit("-", 1)[0])
+            + _groups(rgb, limit, seed, lambda s: s.id.rsplit("-", 1)[0]))
+
+
 def _mtrag_turns(limit: int | None, seed: int, dimension: str = "appropriateness") -> list[tuple[Sample, float]]:
     """MT-RAG's rated answers as :func:`_mtrag` reads them, ``limit`` counting conversation turns (every
     rated answer of a kept turn is kept, so the answers to one turn can be compared)."""
@@ -382,15 +467,26 @@ RELEVANCE_SETS: dict[str, tuple[Callable[..., list], str, type[Metric], int | No
     "rageval_context": (_rageval_context, "context_relevance", PlainContextRelevant, 40,
                         "RAGEval, each query's retrieved chunks one at a time (holds a ground-truth reference "
                         "= 1, else 0; limit counts queries)"),
+    "answer_pairs": (_answer_pairs, "answer_relevancy", PlainRelevant, 40,
+                     "RAGEval and MT-RAG answers by construction (Table 1's way): complete = 1, cut to its first "
+                     "sentence or declined = 0; limit counts questions of each source"),
+    "context_pairs": (_context_pairs, "context_relevance", PlainContextRelevant, 40,
+                      "RAGEval references and RGB positive passages by construction (Table 1's way): focused = 1, "
+                      "padded with related passages = 0; limit counts queries of each source"),
 }
 
-# The pairwise view (as the Ragas paper measured): name -> (the group whose items are compared, the human
-# grade that orders them). Pairs are two items of one group with different grades.
+# The pairwise view (as the Ragas paper measured): name -> (the group whose items are compared, the grade,
+# human or by construction, that orders them). Pairs are two items of one group with different grades.
 PAIRS: dict[str, tuple[Callable[[Sample], Any], Callable[[Sample, float], float]]] = {
     "mtrag_appropriateness": (lambda s: s.extra["task_id"], lambda s, y: float(s.extra["human"]["appropriateness"])),
     "rgb_context": (lambda s: s.row, lambda s, y: y),
     "rageval_context": (lambda s: s.row, lambda s, y: y),
+    "answer_pairs": (lambda s: s.id.rsplit("-", 1)[0], lambda s, y: y),
+    "context_pairs": (lambda s: s.id.rsplit("-", 1)[0], lambda s, y: y),
 }
+# Sets built by construction: what each worse item is (its id's last part: "first", "declined", "padded").
+KINDS: dict[str, Callable[[Sample], str]] = {name: (lambda s: s.id.rsplit("-", 1)[1])
+                                             for name in ("answer_pairs", "context_pairs")}
 
 # Configurations: name -> (metric or None for the set's default, settings overrides, metadata value key)
 CONFIGS: dict[str, tuple[str | None, dict[str, Any], str | None]] = {
@@ -472,23 +568,33 @@ def measure(rows, scores) -> dict[str, Any]:
     return out
 
 
-def pairwise(rows, scores, group: Callable[[Sample], Any], grade: Callable[[Sample, float], float]) -> dict[str, Any]:
+def pairwise(rows, scores, group: Callable[[Sample], Any], grade: Callable[[Sample, float], float],
+             kind: Callable[[Sample], str] | None = None) -> dict[str, Any]:
     """Of the pairs of items of one group (``group``) with different human grades (``grade``), the share where
     the metric scores the higher-graded item higher; a tie in the metric's scores is settled by a seeded coin
-    (:func:`agreement_pairwise`). A pair with an unscored item is counted apart, not compared."""
-    by_group: dict[Any, list[tuple[float, float | None]]] = defaultdict(list)
+    (:func:`agreement_pairwise`). A pair with an unscored item is counted apart, not compared. With ``kind``
+    (what the lower-graded item is, in a set built by construction), ``by_kind`` gives each kind's share, a
+    tie counted as half."""
+    by_group: dict[Any, list[tuple[float, float | None, Sample]]] = defaultdict(list)
     for s, y in rows:
-        by_group[group(s)].append((grade(s, y), scores.get(s.id, {}).get("value")))
+        by_group[group(s)].append((grade(s, y), scores.get(s.id, {}).get("value"), s))
     pairs, unscored = [], 0
+    kinds: dict[str, list[float]] = defaultdict(list)
     for items in by_group.values():
-        for (grade_a, a), (grade_b, b) in combinations(items, 2):
+        for (grade_a, a, sa), (grade_b, b, sb) in combinations(items, 2):
             if grade_a == grade_b:
                 continue
             if a is None or b is None:
                 unscored += 1
                 continue
-            pairs.append((a, b) if grade_a > grade_b else (b, a))
-    return {**agreement_pairwise(pairs, resamples=RESAMPLES, seed=BOOT_SEED).to_dict(), "n_unscored_pairs": unscored}
+            (better, worse, lower) = (a, b, sb) if grade_a > grade_b else (b, a, sa)
+            pairs.append((better, worse))
+            if kind is not None:
+                kinds[kind(lower)].append(1.0 if better > worse else 0.5 if better == worse else 0.0)
+    out = {**agreement_pairwise(pairs, resamples=RESAMPLES, seed=BOOT_SEED).to_dict(), "n_unscored_pairs": unscored}
+    if kind is not None:
+        out["by_kind"] = {k: {"n": len(v), "accuracy": round(sum(v) / len(v), 4)} for k, v in sorted(kinds.items())}
+    return out
 
 
 def _wall(run_dir: Path, wall: float) -> float:
@@ -576,6 +682,12 @@ def write_outputs(out: Path, payload: dict[str, Any]) -> None:
                      f"{_fmt(m.get('bacc_calibrated'))} | {_fmt_pairs(m.get('pairwise'))} | {means} | "
                      f"{m.get('distinct_values', '-')} | "
                      f"{_fmt_requests(r.get('requests_per_row'))} | {r['wall_s']:.0f} |")
+    by_kind = [f"{r['set']} / {r['config']}: " + ", ".join(f"{k} {v['accuracy']:.3f} ({v['n']})" for k, v in
+                                                           r["measure"]["pairwise"]["by_kind"].items())
+               for r in payload["results"] if r["measure"].get("pairwise", {}).get("by_kind")]
+    if by_kind:
+        lines += ["", "Pairwise accuracy by what the worse item is (sets built by construction; a tie counts "
+                      "half): " + "; ".join(by_kind) + "."]
     lines += ["", "Sets: " + "; ".join(f"`{k}` {v}" for k, v in meta["sets"].items()), ""]
     if payload.get("notes"):
         lines += ["## Notes", ""] + [f"- {n}" for n in payload["notes"]] + [""]
@@ -685,7 +797,7 @@ def main(argv: list[str] | None = None) -> int:
                               else v for k, v in scores.items()}
                 m = measure(rows, scores)
                 if set_name in PAIRS:
-                    m["pairwise"] = pairwise(rows, scores, *PAIRS[set_name])
+                    m["pairwise"] = pairwise(rows, scores, *PAIRS[set_name], kind=KINDS.get(set_name))
                 payload["results"].append({"set": set_name, "config": config, "metric": setup.metrics[0].name,
                                            "settings": overrides, "wall_s": round(wall, 1),
                                            "requests_per_row": requests_per_row(run_dir, len(rows)), "measure": m})

@@ -13,7 +13,7 @@ from typing import Any, Callable, Generator, Mapping, Sequence
 
 import numpy as np
 
-from offline_eval.engine.requests import Classify, ScoreOptions
+from offline_eval.engine.requests import Classify, Messages, ScoreOptions
 from offline_eval.judging.asking import (
     ASK_STAGES, JsonAsk, UnreadableAnswer, ask_json_many, parallel, unreadable_verdicts,
 )
@@ -365,17 +365,24 @@ def passage_fits(claims: Sequence[str], language: str, settings: EvalSettings, q
                  framing: str = "reference") -> Callable[[str], bool] | None:
     """Whether a passage leaves every option prompt about it within the judge's prompt budget
     (``settings.prompt_budget``): each claim's, the empty statement's and the absurd statement's
-    (:func:`support_matrix`). None when the budget is not known. A passage that fits by the count of
-    UTF-8 bytes (prompt and passage alike) fits without the judge's tokenizer, which is asked only about
-    a longer one; where a statement leaves no room for a passage, every passage "fits" as it is."""
-    budget = settings.prompt_budget
-    if budget is None:
-        return None
+    (:func:`support_matrix`). None when the budget is not known (:func:`fits_beside`)."""
     option_prompt = FRAMINGS[framing if question else "statement"][0]
     extra = {"question": question} if question else {}
     prompts = [option_prompt.render(language, premise="", hypothesis=h, **extra)
                for h in [*claims, EMPTY_STATEMENT]]
     prompts.append(SUPPORT_OPTION.render(language, premise="", hypothesis=ABSURD_STATEMENT[language]))
+    return fits_beside(prompts, settings)
+
+
+def fits_beside(prompts: Sequence[Messages], settings: EvalSettings) -> Callable[[str], bool] | None:
+    """Whether a passage put into each of ``prompts`` (rendered with the passage left empty) keeps every
+    one within the judge's prompt budget (``settings.prompt_budget``); None when the budget is not known.
+    A passage that fits by the count of UTF-8 bytes (prompt and passage alike) fits without the judge's
+    tokenizer, which is asked only about a longer one; where the prompts leave no room for a passage,
+    every passage "fits" as it is."""
+    budget = settings.prompt_budget
+    if budget is None:
+        return None
     by_bytes = PromptBudget(budget.limit)
     sure = budget.limit - max(by_bytes.tokens(p) for p in prompts) - JOIN_SLACK_TOKENS
     rooms: list[int] = []  # the room the judge's own count leaves, counted once when first needed

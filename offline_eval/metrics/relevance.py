@@ -13,7 +13,7 @@ from typing import Any, Generator, Sequence
 
 from offline_eval.engine.requests import ScoreOptions
 from offline_eval.judging.settings import EvalSettings
-from offline_eval.judging.verdicts import EMPTY_STATEMENT, YES_NO, option_verdict
+from offline_eval.judging.verdicts import EMPTY_STATEMENT, YES_NO, fits_beside, option_verdict
 from offline_eval.judging.windows import context_windows
 from offline_eval.prompts.base import QuestionInConversation
 from offline_eval.prompts.ragas import ANSWER_DECLINES_OPTION, ANSWER_GIVES_OPTION, PASSAGE_ANSWERS_OPTION
@@ -34,10 +34,12 @@ def question_parts(question: str, language: str) -> list[str]:
 
 def passage_verdicts(question: str, contexts: Sequence[str], language: str,
                      settings: EvalSettings) -> Generator[Any, Any, list[dict[str, Any]]]:
-    """For each window of the contexts (``settings.context_window`` words), whether it states the answer
-    to ``question``: the judge's P(Yes) as it is. Not corrected for the window's lean (its P(Yes) for an
-    empty question): that lean rises with how much a passage states, which is part of what is asked."""
-    windows = context_windows(contexts, settings.context_window, language)
+    """For each window of the contexts (``settings.context_window`` words, cut further where the prompt
+    would not fit the judge), whether it states the answer to ``question``: the judge's P(Yes) as it is.
+    Not corrected for the window's lean (its P(Yes) for an empty question): that lean rises with how much
+    a passage states, which is part of what is asked."""
+    fits = fits_beside([PASSAGE_ANSWERS_OPTION.render(language, passage="", question=question)], settings)
+    windows = context_windows(contexts, settings.context_window, language, fits)
     if not windows:
         return []
     probs = yield [ScoreOptions(prompt=PASSAGE_ANSWERS_OPTION.render(language, passage=text, question=question),

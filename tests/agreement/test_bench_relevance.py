@@ -131,3 +131,61 @@ def test_rageval_context_labels_each_chunk_and_drops_queries_that_cannot_be_told
     drawn = bench._rageval_context(1, 13)
     assert len({s.row for s, _ in drawn}) == 1 and len(drawn) == 2  # a whole query
     assert bench.PAIRS["rageval_context"][0](drawn[0][0]) == drawn[0][0].row
+
+
+def _write_pair_sources(tmp_path):
+    ref = "In March 2021 the company appointed a new chief executive officer."
+    answer = "The company changed its leaders. A new CEO came in March. The board also changed in May."
+    rag = [
+        {**_rageval_line(1, [ref], [f"Intro. {ref} More.", "Another event in May 2021."]),
+         "ground_truth": {"doc_ids": [1], "references": [ref], "content": answer}},
+        # two sentences only: its first may already say everything, so no answer group
+        {**_rageval_line(2, [ref], [ref]), "ground_truth": {"doc_ids": [1], "references": [ref],
+                                                            "content": "A new CEO came. In March."}},
+        # unanswerable queries have no complete answer to cut; every chunk holds the reference: no padding
+        {**_rageval_line(3, [ref], [ref]), "ground_truth": {"doc_ids": [1], "references": [ref], "content": answer},
+         "query": {"query_id": 3, "content": "q3", "query_type": "Irrelevant Unsolvable Question"}},
+    ]
+    for line in rag:
+        line["query"].setdefault("query_type", "Summary Question")
+    (tmp_path / "rageval_example.jsonl").write_text("\n".join(json.dumps(x) for x in rag), encoding="utf-8")
+    rgb = [{"id": "0", "query": "who?", "positive": ["pos"], "negative": ["neg a", "neg b", "neg c"]},
+           {"id": "1", "query": "when?", "positive": ["pos"], "negative": ["neg a"]}]  # too few negatives
+    (tmp_path / "rgb_en_fact.json").write_text("\n".join(json.dumps(x) for x in rgb), encoding="utf-8")
+    (tmp_path / "mtrag_dev.json").write_text("[]", encoding="utf-8")
+    return ref, answer
+
+
+def test_answer_pairs_cut_a_complete_answer_to_its_first_sentence_and_decline_it(tmp_path, monkeypatch):
+    ref, answer = _write_pair_sources(tmp_path)
+    monkeypatch.setattr(bench, "DATA", tmp_path)
+    monkeypatch.setattr(bench, "read_dataset", lambda path: [])
+    rows = bench._answer_pairs(None, 13)
+    assert [(s.id, s.answer, s.contexts, y) for s, y in rows[:2]] == [
+        ("ragans-1-complete", answer, [ref], 1.0), ("ragans-1-first", "The company changed its leaders.", [ref], 0.0)]
+    assert rows[2][0].id == "ragans-1-declined" and rows[2][0].answer in bench.DECLINES and rows[2][1] == 0.0
+    assert len(rows) == 3  # query 2 too short to cut, query 3 unanswerable
+    got = bench.pairwise(rows, {s.id: {"value": v} for (s, _), v in zip(rows, (0.9, 0.5, 0.95))},
+                         *bench.PAIRS["answer_pairs"])
+    assert got["n_pairs"] == 2 and got["accuracy"]["value"] == pytest.approx(0.5)  # complete > first, < declined
+
+
+def test_context_pairs_pad_the_focused_passages_with_related_ones(tmp_path, monkeypatch):
+    ref, _ = _write_pair_sources(tmp_path)
+    monkeypatch.setattr(bench, "DATA", tmp_path)
+    rows = bench._context_pairs(None, 13)
+    assert [(s.id, s.contexts, y) for s, y in rows] == [
+        ("ragctx-1-focused", [ref], 1.0), ("ragctx-1-padded", [ref, "Another event in May 2021."], 0.0),
+        ("rgbctx-0-focused", ["pos"], 1.0), ("rgbctx-0-padded", ["pos", "neg a", "neg b"], 0.0)]
+    assert bench.PAIRS["context_pairs"][0](rows[0][0]) == bench.PAIRS["context_pairs"][0](rows[1][0])
+
+
+def test_pairs_of_a_built_set_are_also_counted_by_what_the_worse_item_is():
+    rows = [(Sample(id=f"g{g}-{k}", question="q", answer="a"), float(k == "complete"))
+            for g in (1, 2) for k in ("complete", "first", "declined")]
+    values = {"g1-complete": 0.8, "g1-first": 0.9, "g1-declined": 0.1,
+              "g2-complete": 0.5, "g2-first": 0.5, "g2-declined": 0.2}
+    got = bench.pairwise(rows, {k: {"value": v} for k, v in values.items()}, *bench.PAIRS["answer_pairs"],
+                         kind=bench.KINDS["answer_pairs"])
+    assert got["n_pairs"] == 4
+    assert got["by_kind"] == {"declined": {"n": 2, "accuracy": 1.0}, "first": {"n": 2, "accuracy": 0.25}}

@@ -166,3 +166,16 @@ def test_cut_to_fit_cuts_after_words_where_it_can_and_inside_a_word_where_it_mus
     assert " ".join(pieces).split() == ["alpha", "beta", "gamma", "x" * 12, "x" * 12, "x", "delta", "epsilon"]
     assert cut_to_fit("", fits) == [] and cut_to_fit("  short  ", fits) == ["short"]
     assert cut_to_fit("abc", lambda piece: False) == ["a", "b", "c"]  # always progress, one character at least
+
+
+@pytest.mark.parametrize("shape", ["url", "minified_json"])
+def test_context_relevance_reads_such_a_context_in_windows_that_fit_too(small_judge_run: Any, shape: str) -> None:
+    """context_relevance asks of each window whether it states the answer: the same windows, cut to fit
+    the question's prompt (issue #58's metric, added after #56's cut)."""
+    from offline_eval.metrics.ragas import ContextRelevance
+
+    result, lengths = _scored(small_judge_run, SHAPES[shape], ContextRelevance())
+    assert result.reason is None and result.value is not None, result.explanation
+    assert lengths and max(lengths) + 1 <= MAX_MODEL_LEN, max(lengths)
+    assert len(result.metadata["windows"]) > 2  # the long chunk in several windows, the short one in its own
+
