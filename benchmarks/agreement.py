@@ -694,6 +694,20 @@ def write_outputs(out: Path, payload: dict[str, Any]) -> None:
     out.with_suffix(".md").write_text("\n".join(lines), encoding="utf-8")
 
 
+def use_shared_data(prog: str, data: Path | None, judge: Path | None = None) -> bool:
+    """Point the loaders at ``data`` (default: ../shared/data); False, after a line naming what is missing,
+    when that folder is not there or ``judge`` (when given) holds no model."""
+    global DATA
+    DATA = data or DATA
+    if not DATA.exists():
+        print(f"{prog}: {DATA} not found (the shared labelled sets)", file=sys.stderr)
+        return False
+    if judge is not None and not (judge / "config.json").exists():
+        print(f"{prog}: no judge at {judge} (run ../shared/scripts/bench-judge)", file=sys.stderr)
+        return False
+    return True
+
+
 def code_version() -> str:
     """The checkout's commit, and whether the package has uncommitted changes."""
     import subprocess
@@ -727,13 +741,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--note", action="append", default=[], help="a line for the notes of the results file")
     p.add_argument("--data", type=Path, help="folder of the shared labelled sets (default: ../shared/data)")
     args = p.parse_args(argv)
-    global DATA
-    DATA = args.data or DATA
-    if not DATA.exists():
-        print(f"agreement: {DATA} not found (the shared labelled sets)", file=sys.stderr)
-        return 2
-    if not (args.judge / "config.json").exists():
-        print(f"agreement: no judge at {args.judge} (run ../shared/scripts/bench-judge)", file=sys.stderr)
+    if not use_shared_data("agreement", args.data, args.judge):
         return 2
     limits = {k: int(v) for k, _, v in (x.partition("=") for x in args.limit)}
 

@@ -235,9 +235,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--data", type=Path, help="folder of the shared labelled sets (default: ../shared/data)")
     p.add_argument("--out", type=Path, default=REPO / "benchmarks" / "results" / "estimate")
     args = p.parse_args(argv)
-    bench.DATA = args.data or bench.DATA
-    if not bench.DATA.exists():
-        print(f"estimate: {bench.DATA} not found (the shared labelled sets)", file=sys.stderr)
+    if not bench.use_shared_data("estimate", args.data):
         return 2
     limits = {k: int(v) for k, _, v in (x.partition("=") for x in args.limit)}
     started = time.monotonic()

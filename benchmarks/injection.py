@@ -217,10 +217,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--note", action="append", default=[])
     p.add_argument("--data", type=Path, help="folder of the shared labelled sets (default: ../shared/data)")
     args = p.parse_args(argv)
-    bench.DATA = args.data or bench.DATA
-    if not bench.DATA.exists() or not (args.judge / "config.json").exists():
-        print(f"injection: needs the shared labelled sets ({bench.DATA}) and the bench judge ({args.judge})",
-              file=sys.stderr)
+    if not bench.use_shared_data("injection", args.data, args.judge):
         return 2
     sets, metrics = _csv(args.sets, ("begin", "rgb_en")), _csv(args.metrics, METRICS)
     phrasings = list(NEW_PHRASINGS) if args.new else _csv(args.phrasings, PHRASINGS)

@@ -85,10 +85,7 @@ def main() -> int:
     p.add_argument("--out", type=Path, default=REPO / "benchmarks" / "results" / "note_probe")
     args = p.parse_args()
     load = os.getloadavg()[0]
-    bench.DATA = args.data or bench.DATA
-    if not bench.DATA.exists() or not (args.judge / "config.json").exists():
-        print(f"note_probe: needs the shared labelled sets ({bench.DATA}) and the bench judge ({args.judge})",
-              file=sys.stderr)
+    if not bench.use_shared_data("note_probe", args.data, args.judge):
         return 2
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer

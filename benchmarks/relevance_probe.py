@@ -63,8 +63,8 @@ DECLINES = {
     "says it has no information instead of answering": ("Instead of answering, does the answer say that it has no "
                                                          "information?"),
 }
-TWO_OPTIONS = ("A. It gives information that answers the question.",
-               "B. It says it does not have the information asked for.")
+GIVES = "It gives information that answers the question."
+DECLINES_OPTION = "It says it does not have the information asked for."
 TWO_OPTIONS_SYSTEM = "You are a meticulous evaluator. Answer with a single letter: A or B."
 REFUSAL = re.compile(r"^(The documents? (do|does) not|I do not have|I don't have|Sorry|I'm sorry|There is no "
                      r"information|Unfortunately)", re.I)
@@ -75,14 +75,15 @@ def yes_no(question: str, answer: str, wording: str) -> Any:
 
 
 def two_options(question: str, answer: str, gives_first: bool) -> Any:
-    first, second = TWO_OPTIONS if gives_first else (TWO_OPTIONS[1].replace("B.", "A."), TWO_OPTIONS[0].replace("A.", "B."))
+    first, second = (GIVES, DECLINES_OPTION) if gives_first else (DECLINES_OPTION, GIVES)
     return messages(("system", TWO_OPTIONS_SYSTEM), ("user", f"Question: {question}\nAnswer: {answer}\n\n"
-                                                             f"Which is true of the answer?\n{first}\n{second}\n"
+                                                             f"Which is true of the answer?\nA. {first}\nB. {second}\n"
                                                              "Answer A or B."))
 
 
 class Readings(Metric):
-    """Every wording's P(Yes) for a sample's answer (and, with ``leans``, for an empty answer), in its metadata."""
+    """Every wording's P(Yes) for a sample's answer (completeness: also for an empty answer, its lean), in its
+    metadata; ``kind``: "completeness" or "refusals"."""
 
     name = "relevance_readings"
     requires = ("question", "answer")
@@ -97,13 +98,13 @@ class Readings(Metric):
         if self.kind == "completeness":
             passages = " ".join(" ".join(sample.contexts).split()[:PASSAGE_WORDS])
             asked = {}
-            for name, wording in COMPLETENESS.items():
-                for tag, text in (("", a), (" lean", EMPTY_STATEMENT)):
+            for tag, text in (("", a), (" lean", EMPTY_STATEMENT)):
+                for name, wording in COMPLETENESS.items():
                     asked[name + tag] = (ANSWER_GIVES_OPTION.render("en", question=q, answer=text) if wording is None
                                          else yes_no(q, text, wording))
-                    asked["passages: " + PASSAGES_WORDING + tag] = messages(("system", SYSTEM), ("user", (
-                        f"Passages:\n{passages}\n\nQuestion: {q}\nAnswer: {text}\n\n{PASSAGES_WORDING} "
-                        "Answer Yes or No.")))
+                asked["passages: " + PASSAGES_WORDING + tag] = messages(("system", SYSTEM), ("user", (
+                    f"Passages:\n{passages}\n\nQuestion: {q}\nAnswer: {text}\n\n{PASSAGES_WORDING} "
+                    "Answer Yes or No.")))
             probs = yield [ScoreOptions(prompt=p, options=YES_NO) for p in asked.values()]
             return Score(0.0, metadata={k: float(p["Yes"]) for k, p in zip(asked, probs)})
         asked = {name: ANSWER_DECLINES_OPTION.render("en", question=q, answer=a) if wording is None
@@ -177,10 +178,7 @@ def main() -> int:
     p.add_argument("--out", type=Path, default=REPO / "benchmarks" / "results" / "relevance_probe")
     args = p.parse_args()
     load = os.getloadavg()[0]
-    bench.DATA = args.data or bench.DATA
-    if not bench.DATA.exists() or not (args.judge / "config.json").exists():
-        print(f"relevance_probe: needs the shared labelled sets ({bench.DATA}) and the bench judge ({args.judge})",
-              file=sys.stderr)
+    if not bench.use_shared_data("relevance_probe", args.data, args.judge):
         return 2
     import torch
 
