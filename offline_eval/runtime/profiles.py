@@ -296,13 +296,8 @@ class Profile:
 
 
 def builtin_dir() -> Path:
-    """Folder of the built-in manifests: the repository's ``models/`` (editable install), else the
-    copy packaged as ``offline_eval/models/``."""
-    package = Path(__file__).resolve().parents[1]  # offline_eval/
-    for candidate in (package.parent / "models", package / "models"):
-        if (candidate / f"{DEFAULT_PROFILE}.toml").is_file():
-            return candidate
-    return package.parent / "models"
+    """Folder of the built-in manifests: ``offline_eval/models/``, in the repository and in the package."""
+    return Path(__file__).resolve().parents[1] / "models"
 
 
 def default_models_dir() -> Path:

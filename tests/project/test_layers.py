@@ -16,6 +16,8 @@ that only look down.
   that read it as the metrics do (``retrieval``, ``testset``), nor a face (the command packages,
   ``api``, ``review``), not even lazily. The metrics, the criteria, the test-set pipeline and answering
   take their judging steps from it, and ``metrics`` holds no copy of them.
+- The README's layout section names every package and module of ``offline_eval/`` and every folder at the
+  repository's top, and nothing that is not there.
 - No module imports itself back through other modules: every import counts, a lazy one inside a function
   (or under ``TYPE_CHECKING``) too, since a loop that only runs late is still a loop in the design.
 """
@@ -24,6 +26,7 @@ from __future__ import annotations
 
 import ast
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -367,3 +370,32 @@ def test_the_command_line_lives_in_cli_only() -> None:
                  for target, line in imports_of(module, path, tree, set(found)).items()
                  if within(target, "offline_eval.cli")]
     assert not importers, "the command line imported from below it:\n" + "\n".join(importers)
+
+
+def _layout() -> list[str]:
+    """The lines of the README's layout block (its first ```text block after "## Layout")."""
+    text = (PACKAGE.parent / "README.md").read_text(encoding="utf-8")
+    block = text[text.index("## Layout"):].split("```text\n", 1)[1].split("```", 1)[0]
+    return block.splitlines()
+
+
+def test_the_readme_layout_matches_the_tree() -> None:
+    lines = _layout()
+    inside = [line for line in lines if line.startswith("  ")]  # offline_eval/'s entries, indented
+    words = set(re.findall(r"[A-Za-z_]+(?:/|\.py)?", " ".join(inside)))
+    packages = {p.name for p in PACKAGE.iterdir() if p.is_dir() and p.name != "__pycache__"}
+    modules_here = {p.stem for p in PACKAGE.glob("*.py") if p.name != "__init__.py"}
+    assert not {f"{p}/" for p in packages} - words, "packages the README's layout does not name"
+    joined = " ".join(inside)
+    loose = set(re.findall(r"[a-z_]+", joined[joined.index("*.py"):])) if "*.py" in joined else set()
+    assert not {m for m in modules_here if m not in loose and f"{m}.py" not in words}, \
+        "modules the README's layout does not name (as NAME.py, or after *.py)"
+    named = {w[:-1] for w in words if w.endswith("/")} | {w[:-3] for w in words if w.endswith(".py")}
+    assert not named - packages - modules_here - {"*"}, "the README's layout names what is not there"
+    top = " ".join(line for line in lines if not line.startswith(" "))
+    tracked = subprocess.run(["git", "ls-files"], cwd=PACKAGE.parent, capture_output=True, text=True,
+                             check=True).stdout.split()
+    folders = {path.split("/")[0] for path in tracked if "/" in path and not path.startswith(".")}
+    listed = set(re.findall(r"([A-Za-z_]+)/", top))
+    assert listed == folders, f"top-level folders: the layout names {sorted(listed)}, the tree has {sorted(folders)}"
+
