@@ -52,6 +52,10 @@ Named only (not in the default run):
                    references, an RGB positive passage) 1, the same padded with related passages that do
                    not (the query's other retrieved chunks, two RGB negative passages) 0; the limit counts
                    queries of each source; context_relevance
+  compound_pairs   two-part questions by construction: two of RAGEval's factual questions about one
+                   document joined as one ("When did A happen, and when was B founded?"), the answer to
+                   both (their key points) 1 beside the answer to one part only 0; every consecutive pair
+                   of a document's questions; answer_relevancy
 
 The relevance sets also report a pairwise view, as the Ragas paper measured: the answers to one
 turn with different median ratings, a positive and a negative passage (or chunk) of one query, the items
@@ -375,6 +379,40 @@ def _answer_pairs(limit: int | None, seed: int) -> list[tuple[Sample, float]]:
             + _groups(mtrag_rows, limit, seed, lambda s: s.id.rsplit("-", 1)[0]))
 
 
+def _answer_sentence(keypoints: list[str]) -> str | None:
+    """RAGEval key points read as an answer: their sentences without the "1. " numbering; None when one is
+    not a sentence of four words or more."""
+    texts = [re.sub(r"^\d+\.\s*", "", k).strip() for k in keypoints]
+    if not texts or any(len(t.split()) < 4 or not t.endswith(".") for t in texts):
+        return None
+    return " ".join(texts)
+
+
+def _compound_pairs(limit: int | None, seed: int) -> list[tuple[Sample, float]]:
+    """Two-part questions by construction: two of RAGEval's factual questions about one document joined as
+    one ("When did A happen, and when did B happen?"), the answer to both (1) beside the answer to one part
+    only (0), the first part's and the second's in turn; contexts: both questions' references. ``limit``
+    counts questions."""
+    by_doc: dict[Any, list[dict]] = {}
+    for line in open(DATA / "rageval_example.jsonl", encoding="utf-8"):
+        q = json.loads(line)
+        if q.get("language", "en") == "en" and q["query"]["query_type"] == "Factual Question":
+            if _answer_sentence(q["ground_truth"]["keypoints"]) is not None:
+                by_doc.setdefault(tuple(q["ground_truth"]["doc_ids"]), []).append(q)
+    rows = []
+    for doc, qs in by_doc.items():
+        for n, (a, b) in enumerate(zip(qs, qs[1:])):
+            first, second = a["query"]["content"].strip(), b["query"]["content"].strip()
+            question = f"{first.rstrip('?').rstrip()}, and {second[0].lower()}{second[1:]}"
+            answers = [_answer_sentence(x["ground_truth"]["keypoints"]) for x in (a, b)]
+            contexts = [*a["ground_truth"]["references"], *b["ground_truth"]["references"]]
+            key = f"compound-{a['query']['query_id']}-{b['query']['query_id']}"
+            partial = answers[n % 2]
+            rows += [(Sample(id=f"{key}-{tag}", question=question, answer=text, contexts=contexts, row=len(rows)),
+                      label) for tag, text, label in (("complete", " ".join(answers), 1.0), ("partial", partial, 0.0))]
+    return _groups(rows, limit, seed, lambda s: s.id.rsplit("-", 1)[0])
+
+
 def _context_pairs(limit: int | None, seed: int) -> list[tuple[Sample, float]]:
     """Focused contexts (1) beside the same padded with related passages (0): RAGEval's ground-truth
     references beside the references and the query's retrieved chunks that hold none of them (the same
@@ -470,6 +508,8 @@ RELEVANCE_SETS: dict[str, tuple[Callable[..., list], str, type[Metric], int | No
     "answer_pairs": (_answer_pairs, "answer_relevancy", PlainRelevant, 40,
                      "RAGEval and MT-RAG answers by construction (Table 1's way): complete = 1, cut to its first "
                      "sentence or declined = 0; limit counts questions of each source"),
+    "compound_pairs": (_compound_pairs, "answer_relevancy", PlainRelevant, None,
+                       "RAGEval two-part questions by construction: both parts answered (1) vs one (0)"),
     "context_pairs": (_context_pairs, "context_relevance", PlainContextRelevant, 40,
                       "RAGEval references and RGB positive passages by construction (Table 1's way): focused = 1, "
                       "padded with related passages = 0; limit counts queries of each source"),
@@ -483,10 +523,11 @@ PAIRS: dict[str, tuple[Callable[[Sample], Any], Callable[[Sample, float], float]
     "rageval_context": (lambda s: s.row, lambda s, y: y),
     "answer_pairs": (lambda s: s.id.rsplit("-", 1)[0], lambda s, y: y),
     "context_pairs": (lambda s: s.id.rsplit("-", 1)[0], lambda s, y: y),
+    "compound_pairs": (lambda s: s.id.rsplit("-", 1)[0], lambda s, y: y),
 }
 # Sets built by construction: what each worse item is (its id's last part: "first", "declined", "padded").
 KINDS: dict[str, Callable[[Sample], str]] = {name: (lambda s: s.id.rsplit("-", 1)[1])
-                                             for name in ("answer_pairs", "context_pairs")}
+                                             for name in ("answer_pairs", "context_pairs", "compound_pairs")}
 
 # Configurations: name -> (metric or None for the set's default, settings overrides, metadata value key)
 CONFIGS: dict[str, tuple[str | None, dict[str, Any], str | None]] = {

@@ -189,3 +189,29 @@ def test_pairs_of_a_built_set_are_also_counted_by_what_the_worse_item_is():
                          kind=bench.KINDS["answer_pairs"])
     assert got["n_pairs"] == 4
     assert got["by_kind"] == {"declined": {"n": 2, "accuracy": 1.0}, "first": {"n": 2, "accuracy": 0.25}}
+
+
+def test_compound_pairs_join_two_questions_of_a_document_and_answer_one_part_or_both(tmp_path, monkeypatch):
+    def factual(qid, doc, question, keypoints, query_type="Factual Question"):
+        return {"language": "en", "query": {"query_id": qid, "content": question, "query_type": query_type},
+                "ground_truth": {"doc_ids": [doc], "references": [f"ref {qid}"], "keypoints": keypoints}}
+    lines = [factual(1, 7, "When was Acme founded?", ["1. Acme was founded in 1990."]),
+             factual(2, 7, "Who leads Acme?", ["1. Acme is led by Jane Roe."]),
+             factual(3, 7, "Where is Acme based?", ["Oslo"]),  # not a sentence: not an answer to join
+             factual(4, 7, "What did Acme sell?", ["1. Acme sold its farm unit.", "2. The sale was in May."]),
+             factual(5, 7, "Summarise Acme's year.", ["1. Acme grew in every market."], "Summary Question"),
+             factual(6, 8, "When did Beta list?", ["1. Beta listed in 2001."])]  # alone in its document
+    (tmp_path / "rageval_example.jsonl").write_text("\n".join(json.dumps(x) for x in lines), encoding="utf-8")
+    monkeypatch.setattr(bench, "DATA", tmp_path)
+    rows = bench._compound_pairs(None, 13)
+    assert [(s.id, s.question, s.answer, s.contexts, y) for s, y in rows] == [
+        ("compound-1-2-complete", "When was Acme founded, and who leads Acme?",
+         "Acme was founded in 1990. Acme is led by Jane Roe.", ["ref 1", "ref 2"], 1.0),
+        ("compound-1-2-partial", "When was Acme founded, and who leads Acme?",
+         "Acme was founded in 1990.", ["ref 1", "ref 2"], 0.0),
+        ("compound-2-4-complete", "Who leads Acme, and what did Acme sell?",
+         "Acme is led by Jane Roe. Acme sold its farm unit. The sale was in May.", ["ref 2", "ref 4"], 1.0),
+        ("compound-2-4-partial", "Who leads Acme, and what did Acme sell?",
+         "Acme sold its farm unit. The sale was in May.", ["ref 2", "ref 4"], 0.0)]  # the parts in turn
+    assert bench.KINDS["compound_pairs"](rows[1][0]) == "partial"
+    assert len({bench.PAIRS["compound_pairs"][0](s) for s, _ in rows}) == 2
