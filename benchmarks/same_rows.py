@@ -22,6 +22,7 @@ from __future__ import annotations
 import argparse
 import os
 import platform
+import shlex
 import sys
 from datetime import datetime, timezone
 from pathlib import Path
@@ -68,6 +69,7 @@ def main() -> int:
     parser.add_argument("--explained-by", default="left_out",
                         help="metadata key that marks a row changed on purpose ('' for none; default left_out)")
     parser.add_argument("--out", type=Path, help="write OUT.json and OUT.md (else print only)")
+    parser.add_argument("--note", action="append", default=[], help="a line for the results' notes (repeatable)")
     args = parser.parse_args()
     runs = sorted(p.name for p in args.old.iterdir() if is_finished(p) and is_finished(args.new / p.name))
     if not runs:
@@ -85,8 +87,9 @@ def main() -> int:
         meta = {"date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
                 "machine": f"{platform.platform()}, {os.cpu_count()} CPUs",
                 "load_average_at_start": os.getloadavg()[0],
-                "command": "python benchmarks/same_rows.py " + " ".join(sys.argv[1:])}
-        notes = [f"old: {args.old}; new: {args.new}; explained by the metadata key {args.explained_by!r}"]
+                "command": "python benchmarks/same_rows.py " + shlex.join(sys.argv[1:])}
+        notes = [f"old: {args.old}; new: {args.new}; explained by the metadata key {args.explained_by!r}",
+                 *args.note]
         write_results(args.out, "Per-row identity of two agreement runs", meta, notes,
                       ("run", "rows", "values differing", "max abs diff", "scored by one only", "explained",
                        "unexplained"), cells, results)
