@@ -148,3 +148,23 @@ def parse_output(text: str, schema: dict[str, Any]) -> tuple[Any, str | None]:
     value = coerce(value, schema)
     problem = validate(value, schema)
     return (None, problem) if problem else (value, None)
+
+
+def closed_strings(text: str, key: str) -> list[str] | None:
+    """The strings of the list under ``key`` in a reply cut off before its JSON closed (a small judge
+    reaching its token cap mid-list): those whose closing quote was written, in order; None when the
+    list never opens or no string in it closed. What a salvage reads when a listed reply cannot be
+    parsed even after its repair."""
+    start = re.search(rf'"{re.escape(key)}"\s*:\s*\[', text)
+    if start is None:
+        return None
+    found = [_unescaped(s) for s in re.findall(r'"((?:[^"\\]|\\.)*)"\s*(?=[,\]])', text[start.end():])]
+    return found or None
+
+
+def _unescaped(text: str) -> str:
+    try:
+        return json.loads(f'"{text}"')
+    except ValueError:
+        return text
+

@@ -29,7 +29,7 @@ from typing import Any, ClassVar, Generator
 from offline_eval import reasons
 from offline_eval.data.schema import Sample
 from offline_eval.judging.asking import ASK_STAGES, JsonAsk, UnreadableAnswer, ask_json, unreadable_verdicts
-from offline_eval.judging.parsing import extract_json
+from offline_eval.judging.parsing import closed_strings, extract_json
 from offline_eval.judging.settings import EvalSettings
 from offline_eval.judging.verdicts import VERDICT_STAGES, Verdicts, expected_counts, most_likely
 from offline_eval.metrics import register_metric
@@ -75,15 +75,25 @@ def normalise_label(value: Any) -> str | None:
     return None
 
 
+def _closed_keypoints(raw: str) -> dict[str, Any] | None:
+    """The key points of a reply cut off at the judge's token cap (a long reference answer, each point
+    copied out in full): those written whole, marked as cut off."""
+    points = closed_strings(raw, "keypoints")
+    return None if points is None else {"keypoints": points, "cut_off": True}
+
+
 def generate_keypoints(question: str, ground_truth: str, language: str,
-                       settings: EvalSettings) -> Generator[Any, Any, list[str]]:
-    """Key points of ``ground_truth`` for ``question``, at least one (else ``no_keypoints``)."""
+                       settings: EvalSettings) -> Generator[Any, Any, tuple[list[str], bool]]:
+    """Key points of ``ground_truth`` for ``question``, at least one (else ``no_keypoints``), and whether
+    the judge's list was cut off: then the points written whole before the cut (:func:`_closed_keypoints`),
+    the rest of the reference left unchecked, rather than none."""
     answer = yield from ask_json(JsonAsk(KEYPOINTS, language, {
-        "question": question, "ground_truth": ground_truth, "max_points": settings.keypoint_max}), settings)
+        "question": question, "ground_truth": ground_truth, "max_points": settings.keypoint_max},
+        salvage=_closed_keypoints), settings)
     points = clean_keypoints(answer.value["keypoints"])[: settings.keypoint_max]
     if not points:
         raise Unscorable(reasons.NO_KEYPOINTS, "the judge found no key point", raw=answer.raw)
-    return points
+    return points, bool(answer.value.get("cut_off"))
 
 
 @dataclass
@@ -92,6 +102,7 @@ class KeypointJudgement:
 
     points: list[dict[str, Any]] = field(default_factory=list)
     source: str = "sample"
+    cut_off: bool = False  # generated, and the judge's list was cut off: the points before the cut
 
     def count(self, label: str) -> int:
         return sum(p["label"] == label for p in self.points)
@@ -148,15 +159,16 @@ def judge_keypoints(sample: Sample, settings: EvalSettings) -> Generator[Any, An
     """Key points (from the sample or generated) and the judge's label for each."""
     language = settings.language_for(sample)
     points = clean_keypoints(sample.keypoints)
-    source = "sample"
+    source, cut_off = "sample", False
     if not points:
         if sample.keypoints:
             raise Unscorable(reasons.NO_KEYPOINTS, "the sample's keypoints are all empty")
         # without keypoints the sample has a ground_truth: KeypointMetric.requires
-        points = yield from generate_keypoints(sample.question or "", sample.ground_truth or "", language, settings)
+        points, cut_off = yield from generate_keypoints(sample.question or "", sample.ground_truth or "", language,
+                                                        settings)
         source = "generated"
     labelled = yield from label_keypoints(sample.question or "", sample.answer or "", points, language, settings)
-    return KeypointJudgement(points=labelled, source=source)
+    return KeypointJudgement(points=labelled, source=source, cut_off=cut_off)
 
 
 class KeypointMetric(Metric):
@@ -174,12 +186,16 @@ class KeypointMetric(Metric):
         total = len(judged.points)
         counts = {label: judged.count(label) for label in LABELS}
         metadata = {"keypoints": judged.points, "keypoints_source": judged.source, "counts": counts}
+        explanation = self.explain(counts, total)
+        if judged.cut_off:
+            metadata["keypoints_cut_off"] = True
+            explanation += " (the judge's list of the reference's key points was cut off: those before the cut)"
         expected = expected_counts([p.get("probabilities") for p in judged.points], LABELS, settings)
         if expected is not None:
             metadata["expected_counts"] = {k: round(v, 6) for k, v in expected.items()}
-            return Score(self.value(expected, total), explanation=self.explain(counts, total)
+            return Score(self.value(expected, total), explanation=explanation
                          + f" (expected: {expected[self.label]:.2f} {self.label.lower()})", metadata=metadata)
-        return Score(self.value(counts, total), explanation=self.explain(counts, total), metadata=metadata)
+        return Score(self.value(counts, total), explanation=explanation, metadata=metadata)
 
     label: ClassVar[str]  # the label whose share is the metric
 

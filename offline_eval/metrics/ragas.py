@@ -16,6 +16,7 @@ from offline_eval.data.schema import Sample
 from offline_eval.judging.asking import (
     ASK_STAGES, EMBED_STAGES, JsonAsk, ask_json, ask_json_many, embed_texts, parallel,
 )
+from offline_eval.judging.parsing import closed_strings
 from offline_eval.judging.settings import EvalSettings
 from offline_eval.judging.statements import NOTE_STAGES, STATEMENT_STAGES, Statements, answer_statements, left_out_note
 from offline_eval.judging.verdicts import (
@@ -126,21 +127,11 @@ MODE_HELP = ("verdict: option verdicts of the judge, none unreadable (the defaul
 def ragas_questions(raw: str) -> dict[str, Any] | None:
     """The questions of a reply cut off before its JSON closed (a small judge copies the answer into its
     questions until the token cap): those whose text closed, and ``noncommittal`` when it was given."""
-    start = re.search(r'"questions"\s*:\s*\[', raw)
-    if start is None:
+    questions = closed_strings(raw, "questions")
+    if questions is None:
         return None
-    questions = [_unescaped(q) for q in re.findall(r'"((?:[^"\\]|\\.)*)"\s*(?=[,\]])', raw[start.end():])]
     noncommittal = re.search(r'"noncommittal"\s*:\s*(true|false)', raw)
-    if not questions:
-        return None
     return {"noncommittal": bool(noncommittal and noncommittal.group(1) == "true"), "questions": questions}
-
-
-def _unescaped(text: str) -> str:
-    try:
-        return json.loads(f'"{text}"')
-    except ValueError:
-        return text
 
 
 @register_metric

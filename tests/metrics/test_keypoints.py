@@ -177,6 +177,32 @@ def test_generated_keypoints_path():
     assert any("330 m tall" in p and "list the key points" in p for p in judge.prompts_seen)
 
 
+def test_key_points_cut_off_at_the_token_cap_are_scored_on_those_written_whole():
+    """A long reference makes a small judge's list of key points run past its token cap: the points it
+    wrote whole are labelled, the score says the list was cut off, and a list with no point closed is
+    still unreadable."""
+    sample = Sample(id="cut", question="How do I set it up?", answer="Get Reader access. Name the bucket.",
+                    ground_truth="Get Reader access. Name the bucket. Pick a format. Compress it.", language="en")
+    cut = '{"keypoints": ["You need Reader access.", "Name the bucket after FROM.", "If the format is CS'
+    reply = labels_reply(("You need Reader access.", "Stated.", "Relevant"),
+                         ("Name the bucket after FROM.", "Not said.", "Irrelevant"))
+    judge = ScriptedJudge(script={"generate": [{"match": "list the key points", "response": cut},
+                                               {"match": LABEL_MARK, "response": reply}]})
+    results, _ = run_all(sample, judge, GENERATE)
+    completeness = results["completeness"]
+    assert completeness.value == 0.5
+    assert [p["keypoint"] for p in completeness.metadata["keypoints"]] == [
+        "You need Reader access.", "Name the bucket after FROM."]
+    assert completeness.metadata["keypoints_cut_off"] is True and "cut off" in completeness.explanation
+    never_closed = ScriptedJudge(script={"generate": [
+        {"match": "list the key points", "response": '{"keypoints": ["You need Reader acc'}]})
+    assert score(Completeness(), sample, models(never_closed), GENERATE).reason == "judge_unparseable"
+    whole = ScriptedJudge(script={"generate": [
+        {"match": "list the key points", "response": json.dumps({"keypoints": ["You need Reader access."]})},
+        {"match": LABEL_MARK, "response": labels_reply(("You need Reader access.", "Stated.", "Relevant"))}]})
+    assert "keypoints_cut_off" not in score(Completeness(), sample, models(whole), GENERATE).metadata
+
+
 def test_unanswerable_keypoint_is_scored():
     sample = Sample(id="u", question="What was the revenue in 1990?", answer="I cannot answer that.",
                     ground_truth="Unable to answer.", language="en")

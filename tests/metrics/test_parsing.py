@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from offline_eval.json_scan import json_value_closed
-from offline_eval.judging.parsing import MAX_DEPTH, extract_json, parse_output
+from offline_eval.judging.parsing import MAX_DEPTH, closed_strings, extract_json, parse_output
 from offline_eval.judging.settings import EvalSettings
 from offline_eval.metrics.ragas import Faithfulness
 from offline_eval.prompts.ragas import CLAIMS
@@ -46,3 +46,15 @@ def test_a_judge_answering_deep_brackets_leaves_the_sample_unparseable_not_an_er
 @pytest.mark.parametrize("depth", [1_000, 60_000])
 def test_the_stop_scan_follows_any_depth(depth):
     assert json_value_closed("[" * depth + "]" * depth) and not json_value_closed("[" * depth)
+
+
+@pytest.mark.parametrize("text, key, strings", [
+    # the strings written whole before the cut, escapes read, a string cut short left out
+    ('{"keypoints": ["a \\"quoted\\" point", "b, with a comma", "c cut sho', "keypoints",
+     ['a "quoted" point', "b, with a comma"]),
+    ('{"noncommittal": false, "questions": ["Why?"]}', "questions", ["Why?"]),  # a whole reply reads too
+    ('{"questions": ["never closed', "questions", None),
+    ('{"other": ["x", "y"]}', "questions", None),  # the list never opens
+])
+def test_closed_strings_reads_the_strings_of_a_list_written_before_a_cut(text, key, strings):
+    assert closed_strings(text, key) == strings
