@@ -13,7 +13,8 @@ For each ``<set>-<configuration>`` run found in both, every metric of every row:
 differs, the largest difference, and the rows scored by one code and unscored by the other. A change
 that alters scores on purpose names the metadata key its rule records (``--explained-by``, by default
 ``left_out``: the sentences issue #56's grading-note rule leaves out of faithfulness); a differing row
-carrying it is counted as explained, and every other difference is listed. Exit status 1 when any
+carrying it (or a row it scores that the old code left unscored) is counted as explained, and every
+other difference is listed. Exit status 1 when any
 difference is unexplained, so the check can gate a refactor.
 """
 
@@ -48,8 +49,11 @@ def compare_run(old: Path, new: Path, explained_by: str) -> dict[str, Any]:
             now = after[key].scores.get(metric)
             if now is None or (was.value is None) != (now.value is None):
                 out["scored_differently"] += 1
-                out["unexplained"].append({"id": key, "metric": metric, "old": was.value,
-                                           "new": None if now is None else now.value})
+                if now is not None and explained_by and explained_by in now.metadata:
+                    out["explained"] += 1
+                else:
+                    out["unexplained"].append({"id": key, "metric": metric, "old": was.value,
+                                               "new": None if now is None else now.value})
                 continue
             if was.value is None or was.value == now.value:
                 continue

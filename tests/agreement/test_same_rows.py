@@ -39,3 +39,12 @@ def test_a_difference_is_explained_only_by_the_rule_the_new_row_records(tmp_path
     assert [(u["id"], u["new"]) for u in got["unexplained"]] == [("b", 0.25), ("c", None)]
     # with no rule named, every difference is unexplained
     assert len(same_rows.compare_run(old, new, "")["unexplained"]) == 3
+
+
+def test_a_row_scored_only_by_the_new_code_is_explained_by_its_rule(tmp_path):
+    old = _run(tmp_path / "old" / "s-default",
+               {"a": {"value": None, "reason": "judge_unparseable"}, "b": {"value": 1.0}})
+    new = _run(tmp_path / "new" / "s-default", {"a": {"value": 0.5, "metadata": {"keypoints_cut_off": True}},
+                                                "b": {"value": 1.0}})
+    got = same_rows.compare_run(old, new, "keypoints_cut_off")
+    assert (got["differ"], got["scored_differently"], got["explained"], got["unexplained"]) == (0, 1, 1, [])
