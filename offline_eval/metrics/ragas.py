@@ -147,7 +147,8 @@ class AnswerRelevancy(SampleMetric):
     requires = ("question", "answer")
     roles = frozenset({"judge", "embedder"})  # what either mode may use; an instance says what its mode uses
     description = ("does the answer address the question (the judge's P(Yes), corrected for its lean; "
-                   "an answer saying it cannot answer counts when the contexts do not hold the answer), or "
+                   "an answer saying it cannot answer counts when the contexts do not hold the answer or "
+                   "nothing was retrieved), or "
                    "Ragas' mean cosine between the question and questions regenerated from the answer")
     evidence = (Checks("parts", text="question", verdict="addresses", yes="addressed", no="not addressed",
                        figures=(PROBABILITY,), caption="What the question asks, addressed or not:"),
@@ -169,9 +170,12 @@ class AnswerRelevancy(SampleMetric):
     def compute(self, sample, settings, lang):
         if self.options.mode == "ragas":
             return (yield from self.ragas(sample, settings, lang))
-        got = yield from answer_verdicts(sample.question, sample.answer, sample.contexts or (), lang, settings)
+        got = yield from answer_verdicts(sample.question, sample.answer, sample.contexts, lang, settings)
         value = got.pop("value")
-        if "held" in got and value > got["addresses"]:
+        if got.get("retrieved_nothing") and value > got["addresses"]:
+            how = "in words" if got["declines_in_words"] else f"P {got['declines']:.2f}"
+            explanation = f"the answer says it cannot answer ({how}) and nothing was retrieved that could hold it"
+        elif "held" in got and value > got["addresses"]:
             explanation = (f"the answer says it cannot answer (P {got['declines']:.2f}) and the contexts do not "
                            f"hold the answer (P {got['held']:.2f})")
         else:

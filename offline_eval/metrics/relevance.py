@@ -9,6 +9,8 @@ Yes to the question whatever the answer."""
 
 from __future__ import annotations
 
+import re
+from functools import cache
 from typing import Any, Generator, Sequence
 
 from offline_eval.engine.requests import ScoreOptions
@@ -16,7 +18,9 @@ from offline_eval.judging.settings import EvalSettings
 from offline_eval.judging.verdicts import EMPTY_STATEMENT, YES_NO, fits_beside, option_verdict
 from offline_eval.judging.windows import context_windows
 from offline_eval.prompts.base import QuestionInConversation
-from offline_eval.prompts.ragas import ANSWER_DECLINES_OPTION, ANSWER_GIVES_OPTION, PASSAGE_ANSWERS_OPTION
+from offline_eval.prompts.ragas import (
+    ANSWER_DECLINES_OPTION, ANSWER_GIVES_OPTION, DECLINING_WORDS, PASSAGE_ANSWERS_OPTION,
+)
 from offline_eval.text import split_sentences
 
 QUESTION_MARKS = ("?", "？")
@@ -30,6 +34,19 @@ def question_parts(question: str, language: str) -> list[str]:
         return [question]
     history = getattr(question, "history", ())
     return [QuestionInConversation(p, history) if history else p for p in parts]
+
+
+@cache
+def _declining(language: str) -> re.Pattern[str]:
+    return re.compile(DECLINING_WORDS.get(language, DECLINING_WORDS["en"]), re.IGNORECASE)
+
+
+def says_it_cannot_answer(answer: str, language: str) -> bool:
+    """Whether the answer's first sentence says, in words (:data:`DECLINING_WORDS`), that the information
+    asked for is not given: "The documents do not provide ...", "I do not have specific information."
+    Only the first sentence, since an answer that answers may later note what its sources leave out."""
+    sentences = split_sentences(str(answer), language)
+    return bool(sentences) and _declining(language).search(sentences[0]) is not None
 
 
 def passage_verdicts(question: str, contexts: Sequence[str], language: str,
@@ -59,13 +76,16 @@ def context_figures(windows: Sequence[dict[str, Any]]) -> dict[str, float]:
     return {"max_probability": max(p), "mean_probability": sum(p) / len(p)}
 
 
-def answer_verdicts(question: str, answer: str, contexts: Sequence[str], language: str,
+def answer_verdicts(question: str, answer: str, contexts: Sequence[str] | None, language: str,
                     settings: EvalSettings) -> Generator[Any, Any, dict[str, Any]]:
     """Whether ``answer`` addresses ``question``: the least P(Yes) over the question's parts
     (:func:`question_parts`), each corrected by its P(Yes) for an empty answer. An answer that says the
     information cannot be given is relevant as far as the contexts do not hold it (the best window's P,
-    :func:`passage_verdicts`); without contexts, or when the judge does not read the answer as declining,
-    that reading is not asked."""
+    :func:`passage_verdicts`), when the judge reads it as declining. Where retrieval gave nothing
+    (``contexts`` an empty list, or only blank ones) no passage holds the answer, so a declining answer
+    scores its P(it declines), which is 1 when its first sentence says so in words
+    (:func:`says_it_cannot_answer`): a small judge seldom reads a refusal as one. Without contexts at all
+    (None: a sample that records no retrieval), the refusal is not read."""
     parts = question_parts(question, language)
     asked = [ScoreOptions(prompt=ANSWER_GIVES_OPTION.render(language, question=part, answer=a), options=YES_NO)
              for part in parts for a in (answer, EMPTY_STATEMENT)]
@@ -74,14 +94,18 @@ def answer_verdicts(question: str, answer: str, contexts: Sequence[str], languag
     verdicts = [option_verdict(p, (lean,), settings) for p, lean in zip(probs[0:-1:2], probs[1:-1:2])]
     addresses = min(v.probability for v in verdicts)
     declined = option_verdict(probs[-1], (), settings)
-    declines = declined.probability
+    retrieved_nothing = contexts is not None and not any(str(c).strip() for c in contexts)
+    in_words = retrieved_nothing and says_it_cannot_answer(answer, language)
+    declines = 1.0 if in_words else declined.probability
     out: dict[str, Any] = {
         "parts": [{"question": str(part), "addresses": v.supported, "probability": round(v.probability, 6),
                    "judge_probability": round(v.judge, 6), "baseline": round(v.baseline, 6)}
                   for part, v in zip(parts, verdicts)],
         "addresses": addresses, "addresses_judge": min(v.judge for v in verdicts), "declines": declines,
         "value": addresses}
-    if contexts and declined.supported:
+    if retrieved_nothing and (in_words or declined.supported):
+        out.update(held=0.0, retrieved_nothing=True, declines_in_words=in_words, value=max(addresses, declines))
+    elif contexts and declined.supported:
         windows = yield from passage_verdicts(question, contexts, language, settings)
         if windows:
             held = context_figures(windows)["max_probability"]

@@ -297,6 +297,40 @@ ANSWER_DECLINES_OPTION = Prompt(
     },
 )
 
+# What an answer opening "I cannot answer" says, in words, per language. A small judge reads such an answer
+# as answering (its P(Yes) for ANSWER_DECLINES_OPTION falls below its P for real answers), so where nothing
+# was retrieved, and so no passage can hold the answer, the metric also reads the answer's first sentence for
+# these phrasings. Each alternative names the missing information, its source or the asking, so that a
+# sentence merely holding a negation ("there is no cure") does not count.
+_INFORMATION = (r"(?:(?:specific|relevant|further|additional|enough|sufficient|any|detailed|exact|precise|more)\s+)*"
+                r"(?:information|details?|data|answer|mention)")
+_SOURCE = (r"(?:documents?|contexts?|passages?|texts?|sources?|articles?|materials?|excerpts?|search results|"
+           r"(?:provided|given|available) information|knowledge base)")
+_NOT = r"(?:do(?:es)?n't|do(?:es)? not|did(?:n't| not)|cannot|can't|could not|couldn't|fails? to)"
+_GIVE = (r"(?:provide|mention|include|contain|specify|say|state|give|offer|discuss|address|cover|describe|"
+         r"indicate|reveal|disclose|explain|answer|tell)")
+_GIVEN = r"(?:provided|mentioned|specified|disclosed|given|stated|announced|reported|publicly (?:available|known))"
+_SEEK = rf"(?:have\s+(?:the\s+|an?\s+)?{_INFORMATION}|know|find|see|locate|answer|provide|say|tell|determine|confirm)"
+DECLINING_WORDS = {
+    "en": "|".join((
+        rf"\b(?:I|we)\s+(?:{_NOT}|(?:am|are)\s+(?:unable|not able)\s+to)\s+{_SEEK}\b",
+        rf"\b(?:I|we)\s+(?:haven't|have not|had not)\s+(?:been able to\s+)?(?:find|found|seen|located)\b",
+        rf"\b(?:no|not any|insufficient|not enough)\s+{_INFORMATION}\b",
+        rf"\b{_SOURCE}\b[^.?!]{{0,60}}\b(?:{_NOT}|not)\s+{_GIVE}",
+        rf"\b(?:is|are|was|were|has|have|had)\s+not\s+(?:been\s+)?{_GIVEN}\b",
+        rf"\b(?:isn't|aren't|wasn't|weren't|hasn't been|haven't been)\s+{_GIVEN}\b",
+        r"\b(?:cannot|can't|could not|unable to|impossible to)\s+(?:be\s+)?(?:answered|determined|confirmed)\b",
+    )),
+    "zh": "|".join((
+        r"(?:文档|文件|资料|上下文|段落|文本|材料|内容|信息)中?(?:没有|未|并未|并没有)(?:提供|提及|提到|包含|说明|给出|披露|记载)",
+        r"(?:没有|未|并未)(?:提供|提及|提到|给出|披露|找到)(?:相关|具体|足够|更多)?的?(?:信息|细节|数据|答案|资料)",
+        r"(?:没有|无)(?:相关|具体|足够|更多)的?(?:信息|资料|数据|答案)",
+        r"无法(?:回答|得知|获知|确定|判断)",
+        r"(?:信息|资料)(?:不足|不够)",
+        r"不(?:清楚|知道)",
+    )),
+}
+
 # The passage first, so that the probe with an empty question (the passage's own lean) shares its prefix.
 PASSAGE_ANSWERS_OPTION = Prompt(
     name="passage_answers_option",

@@ -10,7 +10,7 @@ import pytest
 from offline_eval.data.schema import Sample
 from offline_eval.judging.settings import EvalSettings
 from offline_eval.metrics.ragas import AnswerRelevancy, ContextRelevance, ragas_questions
-from offline_eval.metrics.relevance import question_parts
+from offline_eval.metrics.relevance import question_parts, says_it_cannot_answer
 from offline_eval.runtime.scripted import ScriptedJudge
 from tests.helpers import models, run_of, score
 
@@ -84,6 +84,47 @@ def test_declining_is_relevant_only_when_the_contexts_do_not_hold_the_answer():
     assert honest.value > 0.5 > evasive.value
     assert evasive.value == pytest.approx(alone.value)  # without contexts a declining answer gives nothing
     assert honest.metadata["held"] < 0.5 < evasive.metadata["held"]
+
+
+def test_where_nothing_was_retrieved_a_refusal_in_words_is_relevant_and_an_invented_answer_is_not():
+    """Issue #58: an answer to a question nothing was retrieved for that says it has no information is
+    the right answer, even from a judge that never reads it as declining (a small one seldom does)."""
+    blind = judge_of(declines=lambda answer: False)
+    refusal = "The documents do not provide an answer to the question. Please ask something else."
+    honest = score(AnswerRelevancy(), Sample(id="1", question=QUESTION, answer=refusal, contexts=[]), models(blind))
+    invented = score(AnswerRelevancy(), Sample(id="2", question=QUESTION, answer="It opened in 1925.", contexts=[]),
+                     models(blind))
+    assert honest.value == 1.0 and honest.metadata["declines_in_words"] and honest.metadata["retrieved_nothing"]
+    assert "nothing was retrieved" in honest.explanation and invented.value < 0.5
+    assert "retrieved_nothing" not in invented.metadata
+    # blank contexts are nothing retrieved too; no contexts at all (a row without retrieval) reads no refusal
+    assert score(AnswerRelevancy(), Sample(id="3", question=QUESTION, answer=refusal, contexts=["  "]),
+                 models(blind)).value == 1.0
+    assert score(AnswerRelevancy(), Sample(id="4", question=QUESTION, answer=refusal), models(blind)).value < 0.5
+    # with passages retrieved the words are not read: whether they hold the answer is the judge's reading
+    assert score(AnswerRelevancy(), Sample(id="5", question=QUESTION, answer=refusal, contexts=PADDING),
+                 models(blind)).value < 0.5
+    # a refusal read in its first sentence only, and in Chinese as in English
+    later = "It is a tower in Paris. I do not have specific information on when it opened."
+    assert score(AnswerRelevancy(), Sample(id="6", question=QUESTION, answer=later, contexts=[]),
+                 models(blind)).value < 0.5
+    zh = score(AnswerRelevancy(), Sample(id="7", question="埃菲尔铁塔何时开放？", answer="文档中没有提供相关信息。",
+                                         contexts=[], language="zh"), models(blind))
+    assert zh.value == 1.0
+
+
+@pytest.mark.parametrize("sentence, declines", [
+    ("The documents do not provide an answer to the question.", True),
+    ("I don't have specific information about version 6.16.0.", True),
+    ("Sorry, but I have no information regarding when it was developed.", True),
+    ("The scheduled launch date has not been provided.", True),
+    ("There is no cure for the disease.", False),  # a negation that is an answer
+    ("I don't have computer skills but I like game design.", False),
+    ("The loan does not cover the tax.", False),
+    ("Paris is the capital of France.", False),
+])
+def test_a_refusal_is_read_in_words_only_where_it_names_the_missing_information(sentence, declines):
+    assert says_it_cannot_answer(sentence, "en") is declines
 
 
 def test_padding_a_focused_context_lowers_context_relevance():
