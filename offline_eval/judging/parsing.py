@@ -167,4 +167,3 @@ def _unescaped(text: str) -> str:
         return json.loads(f'"{text}"')
     except ValueError:
         return text
-

@@ -297,10 +297,9 @@ ANSWER_DECLINES_OPTION = Prompt(
     },
 )
 
-# What an answer opening "I cannot answer" says, in words, per language. A small judge reads such an answer
-# as answering (its P(Yes) for ANSWER_DECLINES_OPTION falls below its P for real answers), so where nothing
-# was retrieved, and so no passage can hold the answer, the metric also reads the answer's first sentence for
-# these phrasings. Each alternative names the missing information, its source or the asking, so that a
+# What an answer opening "I cannot answer" says, in words, per language. A small judge seldom reads such an
+# answer as declining when asked ANSWER_DECLINES_OPTION, so where nothing was retrieved, and so no passage
+# can hold the answer, the metric also reads the answer's first sentence for these phrasings. Each alternative names the missing information, its source or the asking, so that a
 # sentence merely holding a negation ("there is no cure") does not count.
 _INFORMATION = (r"(?:(?:specific|relevant|further|additional|enough|sufficient|any|detailed|exact|precise|more)\s+)*"
                 r"(?:information|details?|data|answer|mention)")
