@@ -400,7 +400,7 @@ def _compound_pairs(limit: int | None, seed: int) -> list[tuple[Sample, float]]:
             if _answer_sentence(q["ground_truth"]["keypoints"]) is not None:
                 by_doc.setdefault(tuple(q["ground_truth"]["doc_ids"]), []).append(q)
     rows = []
-    for doc, qs in by_doc.items():
+    for qs in by_doc.values():
         for n, (a, b) in enumerate(zip(qs, qs[1:])):
             first, second = a["query"]["content"].strip(), b["query"]["content"].strip()
             question = f"{first.rstrip('?').rstrip()}, and {second[0].lower()}{second[1:]}"
@@ -525,7 +525,8 @@ PAIRS: dict[str, tuple[Callable[[Sample], Any], Callable[[Sample, float], float]
     "context_pairs": (lambda s: s.id.rsplit("-", 1)[0], lambda s, y: y),
     "compound_pairs": (lambda s: s.id.rsplit("-", 1)[0], lambda s, y: y),
 }
-# Sets built by construction: what each worse item is (its id's last part: "first", "declined", "padded").
+# Sets built by construction: what each worse item is (its id's last part: "first", "declined", "padded",
+# "partial").
 KINDS: dict[str, Callable[[Sample], str]] = {name: (lambda s: s.id.rsplit("-", 1)[1])
                                              for name in ("answer_pairs", "context_pairs", "compound_pairs")}
 
