@@ -49,20 +49,16 @@ def compare_run(old: Path, new: Path, explained_by: str) -> dict[str, Any]:
             now = after[key].scores.get(metric)
             if now is None or (was.value is None) != (now.value is None):
                 out["scored_differently"] += 1
-                if now is not None and explained_by and explained_by in now.metadata:
-                    out["explained"] += 1
-                else:
-                    out["unexplained"].append({"id": key, "metric": metric, "old": was.value,
-                                               "new": None if now is None else now.value})
+            elif was.value is None or was.value == now.value:
                 continue
-            if was.value is None or was.value == now.value:
-                continue
-            out["differ"] += 1
-            out["max_diff"] = max(out["max_diff"], abs(was.value - now.value))
-            if explained_by and explained_by in now.metadata:
+            else:
+                out["differ"] += 1
+                out["max_diff"] = max(out["max_diff"], abs(was.value - now.value))
+            if now is not None and explained_by and explained_by in now.metadata:
                 out["explained"] += 1
             else:
-                out["unexplained"].append({"id": key, "metric": metric, "old": was.value, "new": now.value})
+                out["unexplained"].append({"id": key, "metric": metric, "old": was.value,
+                                           "new": None if now is None else now.value})
     return out
 
 
