@@ -276,6 +276,8 @@ def test_a_run_collects_garbage_less_often_and_restores_the_collector(tmp_path, 
         frozen = gc.get_freeze_count()
         with runner.fewer_collections():
             assert gc.get_threshold()[0] == runner.GC_THRESHOLD
-        assert gc.get_freeze_count() == frozen and gc.get_threshold() == before[0]
+        # gc.unfreeze() would empty the permanent generation; a frozen object that dies in between leaves
+        # it too, so the count may drop by a few but must not reach zero
+        assert gc.get_freeze_count() > frozen // 2 and gc.get_threshold() == before[0]
     finally:
         gc.unfreeze()

@@ -1,5 +1,6 @@
 """Long texts (issue #33): sentence splitting is linear in the text's length and, on every text of
-ordinary length, identical to whole-text pysbd; a 5 MB context reaches its first model call in time.
+ordinary length, identical to whole-text pysbd; a 5 MB context is scored asking
+about a bounded number of windows.
 
 pysbd alone is quadratic (its numbered-list rule rewrites the whole text once per list item found in
 it): 100k characters of RAGEval answers took 2.3 s, 200k 15 s, so a 5 MB context never reached the
@@ -9,7 +10,6 @@ judge. ``offline_eval.text`` segments a text longer than ``PYSBD_WHOLE_CHARS`` i
 from __future__ import annotations
 
 import json
-import time
 from pathlib import Path
 
 import pytest
@@ -125,42 +125,73 @@ def test_a_sentence_cut_by_a_piece_is_segmented_again_after_its_predecessor() ->
 
 # ------------------------------------------------------------------ linear time
 
-def test_long_english_text_splits_in_linear_time() -> None:
-    """300,000 characters with numbered lists: whole-text pysbd took 78 s here (quadratic); in
-    pieces it takes 1.5 s. The budget leaves a slow machine more than five times that."""
+@pytest.fixture
+def pysbd_reads(monkeypatch) -> list[int]:
+    """The length of every text handed to pysbd, the split caches emptied first. Linear time is held
+    by the work done, not by a clock: pysbd's cost grows with the square of what it is given, so every
+    text it reads must be bounded and all of them together a small multiple of the text split."""
+    import offline_eval.text as text_module
+
+    text_module._split_cached.cache_clear()
+    text_module._split_long_cached.cache_clear()
+    reads: list[int] = []
+    for getter in ("_get_segmenter", "_get_span_segmenter"):
+        segmenter = getattr(text_module, getter)()
+
+        class Counting:
+            def __init__(self, inner):
+                self.inner = inner
+
+            def segment(self, text):
+                reads.append(len(text))
+                return self.inner.segment(text)
+
+        monkeypatch.setattr(text_module, getter, lambda counting=Counting(segmenter): counting)
+    return reads
+
+
+def _linear(reads: list[int], length: int) -> None:
+    from offline_eval.text import PYSBD_MAX_PIECE_CHARS
+
+    assert reads, "pysbd was never asked"
+    # a piece is at most PYSBD_MAX_PIECE_CHARS new characters after a few sentences read again
+    assert max(reads) <= 2 * PYSBD_MAX_PIECE_CHARS, max(reads)
+    assert sum(reads) <= 8 * length, (sum(reads), length)
+
+
+def test_long_english_text_splits_in_linear_time(pysbd_reads) -> None:
+    """300,000 characters with numbered lists: whole-text pysbd took 78 s here (quadratic). In pieces,
+    pysbd never reads more than a bounded piece and reads each character a few times at most."""
     text = long_english(300_000)
-    split_sentences("Warm up. The segmenter loads once.", "en")
-    started = time.perf_counter()
     sentences = split_sentences(text, "en")
-    elapsed = time.perf_counter() - started
-    assert elapsed < 10.0, f"{elapsed:.1f} s for {len(text)} characters"
+    _linear(pysbd_reads, len(text))
     # nothing is lost or repeated: the sentences are the text, in order, up to whitespace
     assert "".join("".join(sentences).split()) == "".join(text.split())
     assert "2. Dr. Smith of the U.S. office left on Jan. 3 at 5 p.m. and who replaced him?" in sentences
 
 
-def test_a_long_run_without_a_sentence_boundary_is_cut_at_whitespace() -> None:
+def test_a_long_run_without_a_sentence_boundary_is_cut_at_whitespace(pysbd_reads) -> None:
     """No boundary in 200,000 characters: pieces grow to PYSBD_MAX_PIECE_CHARS and are then cut at
-    their last space, so time stays linear and no word is cut or lost."""
+    their last space, so the work stays linear and no word is cut or lost."""
     words = [f"word{i}" for i in range(30_000)]
     text = " ".join(words)
     assert len(text) > 200_000
-    started = time.perf_counter()
     sentences = split_sentences(text, "en")
-    assert time.perf_counter() - started < 10.0
+    _linear(pysbd_reads, len(text))
     assert len(sentences) > 1
     assert " ".join(sentences).split() == words
 
 
-def test_chinese_split_is_linear() -> None:
-    """The Chinese rule is one regular expression: 5 million characters in well under a second here."""
+def test_chinese_split_is_linear(pysbd_reads) -> None:
+    """The Chinese rule is one regular expression over the text (no pysbd, no piece read twice):
+    5 million characters give their 300,000 sentences."""
     line = "华夏娱乐有限公司成立于2001年5月，注册地为上海。2017年度营业收入增长了3.5%！是否上市？\n"
     text = line * 100_000
     assert len(text) >= 5_000_000
-    started = time.perf_counter()
     sentences = split_sentences(text, "zh")
-    assert time.perf_counter() - started < 10.0
+    assert pysbd_reads == []
     assert len(sentences) == 300_000
+    assert sentences[:3] == ["华夏娱乐有限公司成立于2001年5月，注册地为上海。", "2017年度营业收入增长了3.5%！", "是否上市？"]
 
 
 # ------------------------------------------------------------------ a 5 MB context, end to end
@@ -168,12 +199,12 @@ def test_chinese_split_is_linear() -> None:
 NEEDLE = "The lighthouse keeper on Vostok Island counted 417 gulls in March."
 
 
-def test_a_5mb_context_is_scored_by_the_judge_in_time() -> None:
+def test_a_5mb_context_is_scored_by_the_judge_asking_a_bounded_number_of_windows() -> None:
     """Issue #33: faithfulness with the default settings (the judge's option verdicts on windows of
     100 words, each statement against the 4 sharing most words with it) on a 5 MB context, through
     the engine, the judge scripted. Splitting alone used to take hours (the run showed "step 0" for
-    good); the whole path now takes about 20 s here, and the model is asked only about the windows
-    that share most words with each statement (a statement found 4 MB in is found)."""
+    good); the model is asked only about the windows that share most words with each statement (a
+    statement found 4 MB in is found), however long the context."""
     from offline_eval.data.schema import Sample
     from offline_eval.judging.settings import EvalSettings
     from offline_eval.metrics.ragas import Faithfulness
@@ -194,10 +225,7 @@ def test_a_5mb_context_is_scored_by_the_judge_in_time() -> None:
     judge = ScriptedJudge(script={"options": [{"match": "", "probs": probs}]})
     settings = EvalSettings()
     assert settings.verdicts == "options" and settings.context_window > 0 and settings.windows_per_claim > 0
-    started = time.perf_counter()
     result = score(Faithfulness(), sample, models(judge), settings)
-    elapsed = time.perf_counter() - started
-    assert elapsed < 120.0, f"{elapsed:.0f} s for a {len(context):,}-character context"
     assert result.value is not None, result
     claims = result.metadata["claims"]
     assert len(claims) == 3
@@ -232,10 +260,7 @@ def test_a_5mb_context_is_checked_by_the_classifier_in_passages_like_the_claim()
 
     verifier = Counting([{"premise": NEEDLE, "hypothesis": NEEDLE, "probability": 0.95}], default=0.1)
     settings = EvalSettings(verifier="hhem", verifier_classifies=True)
-    started = time.perf_counter()
     result = score(Faithfulness(), sample, models(verifier=verifier), settings)
-    elapsed = time.perf_counter() - started
-    assert elapsed < 120.0, f"{elapsed:.0f} s for a {len(context):,}-character context"
     claims = result.metadata["claims"]
     assert len(claims) == 3 and claims[0]["supported"] and claims[0]["chunk"] == 0 and not claims[1]["supported"]
     # per claim: the short chunk whole and at most 4 passages of the long one (those sharing a content word
