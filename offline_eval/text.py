@@ -76,6 +76,15 @@ def detect_language(text: str) -> str:
     return "zh" if cjk * 4 >= latin else "en"
 
 
+def first_language(*texts: str | None) -> str:
+    """The language (:func:`detect_language`) of the first of ``texts`` that holds a letter, Latin or
+    Chinese; 'en' when none does."""
+    for text in texts:
+        if text and (_CJK.search(text) or _LATIN.search(text)):
+            return detect_language(text)
+    return "en"
+
+
 def normalize_language(language: str | None, text: str = "") -> str:
     """Map a language tag to 'zh' or 'en'; ``None``/empty detects it from ``text``.
 

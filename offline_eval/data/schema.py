@@ -27,6 +27,7 @@ ROLES: dict[str, str] = {
     "user": "user", "human": "user", "customer": "user", "client": "user",
     "assistant": "assistant", "agent": "assistant", "ai": "assistant", "bot": "assistant",
     "model": "assistant", "gpt": "assistant", "system": "system", "tool": "tool",
+    "用户": "user", "助手": "assistant", "系统": "system",
 }
 
 

@@ -18,7 +18,7 @@ from typing import Any, Callable, Literal, Mapping
 from offline_eval.data.schema import Sample
 from offline_eval.engine.requests import Messages
 from offline_eval.options import named_numbers, non_negative_number, unit_fraction
-from offline_eval.text import detect_language
+from offline_eval.text import first_language
 
 
 JUDGE = "judge"  # the verifier that is the judge itself (offline_eval.runtime.registry.JUDGE_VERIFIES)
@@ -185,11 +185,15 @@ class EvalSettings:
         return settings
 
     def language_for(self, sample: Sample) -> str:
+        """The language of a sample's prompts and sentence rules: ``--language``, else the sample's own,
+        else its question's (the user's), else its answer's and reference's. The question first: an
+        answer or a reference can carry text in another language (an instruction to the grader planted
+        in it) that must not switch the whole row's prompts and sentence rules to that language."""
         lang = self.language or sample.language
         if lang:
             lang = lang.lower()
             return "zh" if lang.startswith("zh") or lang in ("chinese", "cn") else "en"
-        return detect_language(" ".join(filter(None, (sample.question, sample.answer, sample.ground_truth))))
+        return first_language(sample.question, " ".join(filter(None, (sample.answer, sample.ground_truth))))
 
     @property
     def claims_checked_by_classifier(self) -> bool:
