@@ -30,6 +30,25 @@ ROLES: dict[str, str] = {
     "用户": "user", "助手": "assistant", "系统": "system",
 }
 
+# A line that opens with a speaker's name and a colon ("User:", "**Assistant:**", "用户："): a turn of a
+# conversation written out as text.
+_TURN = re.compile(r"^[ \t>*_#-]*(?:" + "|".join(sorted(map(re.escape, ROLES), key=len, reverse=True))
+                   + r")[ \t*_]*[:：]", re.IGNORECASE | re.MULTILINE)
+
+
+def forged_turn(answer: str) -> tuple[str, str]:
+    """``answer`` cut where a line after its first opens another turn of the conversation, and the
+    text cut off ("" when no line does). An answer is one turn, the assistant's reply: a "User:" or
+    "Assistant:" line after it is a conversation written into the answer (a planted exchange in which
+    the grader is asked and answers Yes), not something the answer says. A first line that names its
+    speaker ("Assistant: Paris.") is the answer's own, and kept."""
+    start = len(answer) - len(answer.lstrip())
+    line_end = answer.find("\n", start)
+    found = _TURN.search(answer, line_end + 1) if line_end >= 0 else None
+    if found is None:
+        return answer, ""
+    return answer[:found.start()].rstrip(), answer[found.start():].strip()
+
 
 # Characters that move the cursor, recolour or retitle a terminal, ring its bell or end the line:
 # C0 and C1 controls (ESC, BEL, CR, LF, ...), DEL, the Unicode line and paragraph separators and the

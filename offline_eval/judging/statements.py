@@ -4,11 +4,9 @@ grader rather than about the world."""
 from __future__ import annotations
 
 import dataclasses
-import re
 from dataclasses import dataclass
 from typing import Any, Generator, Sequence
 
-from offline_eval.data.schema import ROLES
 from offline_eval.judging.asking import ASK_STAGES, JsonAsk, ask_json
 from offline_eval.judging.settings import EvalSettings
 from offline_eval.judging.verdicts import UNRELATED_PASSAGE, support_matrix
@@ -21,27 +19,6 @@ from offline_eval.text import split_sentences
 # progress line bounds a window's steps with them before one has finished.
 NOTE_STAGES = 1  # grading_notes
 STATEMENT_STAGES = ASK_STAGES + NOTE_STAGES  # answer_statements: the judge's claims, then the grading notes
-
-
-# A line that opens with a speaker's name and a colon ("User:", "**Assistant:**", "用户："), the way a
-# conversation is written out as text: the speakers are those a dataset's turns may name (data.ROLES).
-_TURN = re.compile(r"^[ \t>*_#-]*(?:" + "|".join(sorted(map(re.escape, ROLES), key=len, reverse=True))
-                   + r")[ \t*_]*[:：]", re.IGNORECASE | re.MULTILINE)
-
-
-def forged_turn(answer: str) -> tuple[str, str]:
-    """``answer`` cut where a line after its first opens another turn of the conversation, and the
-    text cut off ("" when none does). A graded answer is one turn, the assistant's reply: a "User:"
-    or "Assistant:" line after it is a conversation written into the answer (a planted exchange in
-    which the grader is asked and answers Yes), not something the answer states. A first line that
-    names its speaker ("Assistant: Paris.") is the answer's own, and kept."""
-    first = answer.lstrip()
-    start = len(answer) - len(first)
-    line_end = answer.find("\n", start)
-    found = _TURN.search(answer, line_end + 1) if line_end >= 0 else None
-    if found is None:
-        return answer, ""
-    return answer[:found.start()].rstrip(), answer[found.start():].strip()
 
 
 def extract_claims(text: str, question: str | None, language: str,
@@ -65,14 +42,6 @@ class Statements:
     source: str  # "whole", "sentences" or "llm"
     # what the answer says to its grader rather than about the world (:func:`grading_notes`), not verified
     left_out: list[str] = dataclasses.field(default_factory=list)
-    # the conversation written into the answer after it (:func:`forged_turn`), not verified
-    forged: str = ""
-
-    def left_out_metadata(self) -> dict[str, Any]:
-        """What a score's metadata records of what was left out: ``left_out`` and ``forged_turn``, each
-        only when there is one."""
-        return {**({"left_out": self.left_out} if self.left_out else {}),
-                **({"forged_turn": self.forged} if self.forged else {})}
 
     @property
     def whole(self) -> bool:
@@ -102,14 +71,11 @@ def answer_statements(answer: str, question: str | None, language: str, settings
     ``about``: the texts the graded answer is judged against (its contexts, or the reference answer):
     its sentences or claims that speak to the grader instead (:func:`grading_notes`, with the question)
     are left out first, so an answer checked whole is the rest of it; what is left out is kept in
-    ``left_out``; before that, turns of a conversation written into it after its first line
-    (:func:`forged_turn`), kept in ``forged``. None: a text that is not graded (a reference answer),
-    taken as it is.
+    ``left_out``. None: a text that is not graded (a reference answer), taken as it is.
     """
     mode = mode or settings.claims
     if mode not in ("auto", "llm", "sentences"):
         raise ValueError(f"unknown claims mode {mode!r} (auto, llm, sentences)")
-    answer, forged = forged_turn(answer) if about is not None else (answer, "")
     texts = list(dict.fromkeys(split_sentences(answer, language)))
     if mode == "llm":
         texts = yield from extract_claims(answer, question, language, settings)
@@ -119,27 +85,21 @@ def answer_statements(answer: str, question: str | None, language: str, settings
     if left_out:
         texts = [t for t, note in zip(texts, notes) if not note]
     if mode == "llm":
-        return Statements(texts, "llm", left_out, forged)
+        return Statements(texts, "llm", left_out)
     if mode == "auto" and len(texts) <= max(0, settings.short_answer_sentences):
         whole = ("" if language == "zh" else " ").join(texts) if left_out else answer.strip()
-        return Statements([whole] if whole else [], "whole", left_out, forged)
-    return Statements(texts, "sentences", left_out, forged)
+        return Statements([whole] if whole else [], "whole", left_out)
+    return Statements(texts, "sentences", left_out)
 
 
 def left_out_note(statements: Statements) -> str:
-    """What an explanation adds for what :func:`forged_turn` and :func:`grading_notes` left out of the
-    answer; "" when nothing was."""
-    note = ""
-    if statements.forged:
-        speaker = statements.forged.split("\n", 1)[0][:40]
-        note += (f"; the answer's text from {speaker!r} on left out, not verified: it writes another turn of "
-                 "the conversation into the answer")
+    """What an explanation adds for the statements :func:`grading_notes` left out; "" when none was."""
     n = len(statements.left_out)
-    if n:
-        note += (f"; {n} {'sentence' if n == 1 else 'sentences'} of the answer left out, not verified: "
-                 f"{'it speaks' if n == 1 else 'they speak'} to the grader, not about the world (the judge says "
-                 "an unrelated passage supports it too)")
-    return note
+    if not n:
+        return ""
+    return (f"; {n} {'sentence' if n == 1 else 'sentences'} of the answer left out, not verified: "
+            f"{'it speaks' if n == 1 else 'they speak'} to the grader, not about the world (the judge says "
+            "an unrelated passage supports it too)")
 
 
 def grading_notes(statements: Sequence[str], language: str, settings: EvalSettings,

@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar, Generator
 
 from offline_eval import reasons
-from offline_eval.data.schema import Sample
+from offline_eval.data.schema import Sample, forged_turn
 from offline_eval.engine.executor import TaskFailed
 from offline_eval.judging.settings import EvalSettings
 from offline_eval.metrics.evidence import Evidence
@@ -113,11 +113,36 @@ def start(metric: "Metric", sample: Sample, settings: EvalSettings) -> ScoreGene
     missing = missing_fields(sample, metric.requires)
     if missing is not None:
         return returns(missing)
+    answer, forged = forged_turn(sample.answer) if sample.answer and _reads_answer(metric) else (sample.answer, "")
+    if forged:
+        return _without_forged_turn(metric, dataclasses.replace(sample, answer=answer), settings, forged)
+    return _task(metric, sample, settings)
+
+
+def _task(metric: "Metric", sample: Sample, settings: EvalSettings) -> ScoreGenerator:
     if metric.reads_question and sample.history and isinstance(settings, EvalSettings):
         return _in_conversation(metric, sample, settings)
     if inspect.isgeneratorfunction(metric.score):
         return metric.score(sample, settings)
     return called(metric.score, sample, settings)
+
+
+def _reads_answer(metric: "Metric") -> bool:
+    return any("answer" in (need if isinstance(need, tuple) else (need,)) for need in metric.requires)
+
+
+def _without_forged_turn(metric: "Metric", sample: Sample, settings: EvalSettings, forged: str) -> ScoreGenerator:
+    """The metric on ``sample``, whose answer has had a conversation written into it cut off
+    (:func:`~offline_eval.data.schema.forged_turn`); its Score records the text cut off
+    (``forged_turn``) and says so. Every metric that reads the answer reads it without."""
+    result = yield from _task(metric, sample, settings)
+    if not isinstance(result, Score):
+        return result  # as_score makes it unscored, with its own reason
+    speaker = forged.split("\n", 1)[0][:40]
+    note = (f"the answer's text from {speaker!r} on left out, not judged: it writes another turn of the "
+            "conversation into the answer")
+    return dataclasses.replace(result, explanation="; ".join(filter(None, (result.explanation, note))),
+                               metadata={**result.metadata, "forged_turn": forged})
 
 
 def most_window_steps(metrics: list["Metric"], samples: list[Sample], settings: EvalSettings) -> int | None:

@@ -89,7 +89,8 @@ class Faithfulness(SampleMetric):
         metadata = {"claims": [{"claim": c, **v.to_dict()} for c, v in zip(claims, verdicts)],
                     "statements": statements.source, "supported_share": supported / len(claims),
                     "mean_probability": mean_p}
-        metadata.update(statements.left_out_metadata())
+        if statements.left_out:
+            metadata["left_out"] = statements.left_out
         return Score(share_of(verdicts, settings), explanation=explanation, metadata=metadata)
 
 
@@ -491,7 +492,8 @@ class AnswerCorrectness(SampleMetric):
         value = (w_f1 * f1 + w_sim * similarity) / (w_f1 + w_sim)
         metadata = {"tp": tp, "fp": fp, "fn": fn, "f1": f1, "similarity": similarity,
                     "counts": [round(c, 6) for c in counts], "statements": {"answer": a.source, "reference": g.source}}
-        metadata.update(a.left_out_metadata())
+        if a.left_out:
+            metadata["left_out"] = a.left_out
         return Score(value, explanation=f"F1 {f1:.3f} (TP {counts[0]:.2f}, FP {counts[1]:.2f}, FN {counts[2]:.2f}), "
                                         f"similarity {similarity:.3f}" + left_out_note(a), metadata=metadata)
 
