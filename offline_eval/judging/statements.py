@@ -4,6 +4,7 @@ grader rather than about the world."""
 from __future__ import annotations
 
 import dataclasses
+import re
 from dataclasses import dataclass
 from typing import Any, Generator, Sequence
 
@@ -13,6 +14,8 @@ from offline_eval.judging.verdicts import UNRELATED_PASSAGE, support_matrix
 from offline_eval.judging.windows import topic_terms
 from offline_eval.prompts.ragas import CLAIMS
 from offline_eval.text import split_sentences
+
+_WORD = re.compile(r"[^\W_]")
 
 # The most engine stages each step takes: a step yields all its requests at once (one stage), a JSON
 # ask its repair in one more. A metric's ``most_steps`` adds these along its longest path, and the
@@ -76,7 +79,8 @@ def answer_statements(answer: str, question: str | None, language: str, settings
     mode = mode or settings.claims
     if mode not in ("auto", "llm", "sentences"):
         raise ValueError(f"unknown claims mode {mode!r} (auto, llm, sentences)")
-    texts = list(dict.fromkeys(split_sentences(answer, language)))
+    # a "sentence" without a letter or digit ("```", "}", "|---|", "!") states nothing
+    texts = [t for t in dict.fromkeys(split_sentences(answer, language)) if _WORD.search(t)]
     if mode == "llm":
         texts = yield from extract_claims(answer, question, language, settings)
     notes = ((yield from grading_notes(texts, language, settings, [str(question or ""), *about])) if about is not None
@@ -87,7 +91,7 @@ def answer_statements(answer: str, question: str | None, language: str, settings
     if mode == "llm":
         return Statements(texts, "llm", left_out)
     if mode == "auto" and len(texts) <= max(0, settings.short_answer_sentences):
-        whole = ("" if language == "zh" else " ").join(texts) if left_out else answer.strip()
+        whole = ("" if language == "zh" else " ").join(texts) if left_out or not texts else answer.strip()
         return Statements([whole] if whole else [], "whole", left_out)
     return Statements(texts, "sentences", left_out)
 

@@ -323,6 +323,22 @@ def test_a_longer_answer_is_verified_sentence_by_sentence_or_by_the_judges_claim
     assert claims.value == pytest.approx((0.9 + 0.1) / 2)
 
 
+def test_a_line_without_a_letter_or_digit_is_no_statement():
+    """A code fence, a brace, a table's rule or a lone "!" states nothing: it is not verified (counted
+    unsupported, such lines pulled down every answer with a code block), and an answer made only of
+    them makes no claim."""
+    answer = "Open the console.\n```\nls -l\n```\n| a | b |\n|---|---|\nIt lists the files. !"
+    sample = Sample(id="c", question="How?", contexts=CONTEXTS, answer=answer, language="en")
+    judge = ScriptedJudge(script={"options": [yes_for("Open the console.")]})
+    result = _score(Faithfulness(), sample, models(judge), EvalSettings(baseline_weight=0.0))
+    claims = [c["claim"] for c in result.metadata["claims"]]
+    assert claims and all(any(ch.isalnum() for ch in c) for c in claims) and "Open the console." in claims
+    assert not any(c.strip() in ("```", "|---|---|", "!") for c in claims)
+    nothing = _score(Faithfulness(), Sample(id="n", question="How?", contexts=CONTEXTS, answer="```\n...\n```",
+                                            language="en"), models(judge), EvalSettings(baseline_weight=0.0))
+    assert nothing.value is None and nothing.reason == "no_claims"
+
+
 def test_a_fragment_answer_is_judged_as_the_answer_to_its_question():
     seen: list[str] = []
 
