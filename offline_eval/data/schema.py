@@ -27,27 +27,34 @@ ROLES: dict[str, str] = {
     "user": "user", "human": "user", "customer": "user", "client": "user",
     "assistant": "assistant", "agent": "assistant", "ai": "assistant", "bot": "assistant",
     "model": "assistant", "gpt": "assistant", "system": "system", "tool": "tool",
-    "用户": "user", "助手": "assistant", "系统": "system",
 }
 
-# A line that opens with a speaker's name and a colon ("User:", "**Assistant:**", "用户："): a turn of a
-# conversation written out as text.
-_TURN = re.compile(r"^[ \t>*_#-]*(?:" + "|".join(sorted(map(re.escape, ROLES), key=len, reverse=True))
+# The two sides of a conversation written out as text, by the names that label nothing else an answer
+# lists: "Model: X200", "System: Linux", "Client: Acme" or "Agent: J. Doe" are fields, and "User: admin"
+# or "Assistant: Jane" alone can be too, so a turn is read only where both sides speak.
+EXCHANGE_SPEAKERS: dict[str, tuple[str, ...]] = {"user": ("user", "human", "用户"),
+                                                 "assistant": ("assistant", "ai", "助手")}
+_SPEAKER_SIDE = {name: side for side, names in EXCHANGE_SPEAKERS.items() for name in names}
+# A line that opens with a speaker's name and a colon ("User:", "**AI:**", "> 用户：").
+_TURN = re.compile(r"^[ \t>*_#-]*(" + "|".join(sorted(map(re.escape, _SPEAKER_SIDE), key=len, reverse=True))
                    + r")[ \t*_]*[:：]", re.IGNORECASE | re.MULTILINE)
 
 
 def forged_turn(answer: str) -> tuple[str, str]:
-    """``answer`` cut where a line after its first opens another turn of the conversation, and the
-    text cut off ("" when no line does). An answer is one turn, the assistant's reply: a "User:" or
-    "Assistant:" line after it is a conversation written into the answer (a planted exchange in which
-    the grader is asked and answers Yes), not something the answer says. A first line that names its
-    speaker ("Assistant: Paris.") is the answer's own, and kept."""
+    """``answer`` cut where an exchange written into it begins, and the text cut off ("" when none is).
+    An answer is one turn, the assistant's reply: lines after its first in which both sides of a
+    conversation speak (:data:`EXCHANGE_SPEAKERS`: "User: …" and "Assistant: …") are a conversation
+    written into the answer (a planted exchange in which the grader is asked and answers Yes, or a model
+    that went on to write the user's next turn), not something the answer says. The cut is at the first
+    such line. A first line that names its speaker ("Assistant: Paris.") is the answer's own."""
     start = len(answer) - len(answer.lstrip())
     line_end = answer.find("\n", start)
-    found = _TURN.search(answer, line_end + 1) if line_end >= 0 else None
-    if found is None:
+    if line_end < 0:
         return answer, ""
-    return answer[:found.start()].rstrip(), answer[found.start():].strip()
+    lines = list(_TURN.finditer(answer, line_end + 1))
+    if len({_SPEAKER_SIDE[m.group(1).lower()] for m in lines}) < 2:
+        return answer, ""
+    return answer[:lines[0].start()].rstrip(), answer[lines[0].start():].strip()
 
 
 # Characters that move the cursor, recolour or retitle a terminal, ring its bell or end the line:
