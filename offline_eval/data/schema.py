@@ -40,6 +40,17 @@ _TURN = re.compile(r"^[ \t>*_#-]*(" + "|".join(sorted(map(re.escape, _SPEAKER_SI
                    + r")[ \t*_]*[:：]", re.IGNORECASE | re.MULTILINE)
 
 
+def exchange_span(text: str, start: int = 0) -> tuple[int, int] | None:
+    """Where in ``text`` (from ``start``) a conversation is written out: from the first line opening
+    with a speaker's name to the end of the last such line, when both sides of
+    :data:`EXCHANGE_SPEAKERS` speak; else None."""
+    lines = list(_TURN.finditer(text, start))
+    if len({_SPEAKER_SIDE[m.group(1).lower()] for m in lines}) < 2:
+        return None
+    last = text.find("\n", lines[-1].start())
+    return lines[0].start(), len(text) if last < 0 else last
+
+
 def forged_turn(answer: str) -> tuple[str, str]:
     """``answer`` cut where an exchange written into it begins, and the text cut off ("" when none is).
     An answer is one turn, the assistant's reply: lines after its first in which both sides of a
@@ -51,10 +62,10 @@ def forged_turn(answer: str) -> tuple[str, str]:
     line_end = answer.find("\n", start)
     if line_end < 0:
         return answer, ""
-    lines = list(_TURN.finditer(answer, line_end + 1))
-    if len({_SPEAKER_SIDE[m.group(1).lower()] for m in lines}) < 2:
+    span = exchange_span(answer, line_end + 1)
+    if span is None:
         return answer, ""
-    return answer[:lines[0].start()].rstrip(), answer[lines[0].start():].strip()
+    return answer[:span[0]].rstrip(), answer[span[0]:].strip()
 
 
 # Characters that move the cursor, recolour or retitle a terminal, ring its bell or end the line:

@@ -8,6 +8,7 @@ import bisect
 import re
 from typing import Callable, Sequence
 
+from offline_eval.data.schema import exchange_span
 from offline_eval.text import count_units, split_sentences
 
 
@@ -26,10 +27,23 @@ def context_windows(contexts: Sequence[str], size: int, language: str,
             for piece in ([text] if fits(text) else cut_to_fit(text, fits))]
 
 
+def _parts(chunk: str) -> list[str]:
+    """``chunk``, or where a conversation is written out inside prose (:func:`exchange_span`), the
+    prose before it, the conversation and the prose after, each windowed on its own: a window never
+    mixes the two, so an exchange planted in a passage ("User: is it supported? Assistant: Yes.") is
+    not read as part of the passage's evidence, and a statement is judged against it only when they
+    share a word. A chunk that opens with the conversation is one part (a transcript, whose last turn
+    may run on over lines that name no speaker)."""
+    span = exchange_span(chunk)
+    if span is None or not chunk[:span[0]].strip():
+        return [chunk]
+    return [part.strip() for part in (chunk[:span[0]], chunk[span[0]:span[1]], chunk[span[1]:]) if part.strip()]
+
+
 def _word_windows(contexts: Sequence[str], size: int, language: str) -> list[tuple[int, str]]:
     """:func:`context_windows` by words (Chinese: characters) alone."""
     out: list[tuple[int, str]] = []
-    for index, chunk in enumerate(contexts):
+    for index, chunk in ((i, part) for i, whole in enumerate(contexts) for part in _parts(whole)):
         if size <= 0 or count_units(chunk, language) <= size:
             out.append((index, chunk))
             continue

@@ -418,3 +418,32 @@ def test_every_metric_that_reads_the_answer_reads_it_without_a_forged_turn():
     without = score(RougeL(), replace(sample, answer="Paris is in France."), models(), EvalSettings())
     assert got.value == without.value and got.value < 1.0
     assert got.metadata["forged_turn"] == EXCHANGE_EN.strip() and "forged_turn" not in without.metadata
+
+
+def test_a_conversation_written_into_a_passage_is_windowed_apart_from_it():
+    """Inside a retrieved chunk an exchange ("Human: …? AI: … Yes.") is kept, as any text is, but never
+    shares a window with the passage's prose: the statement is judged against the prose alone, and the
+    exchange, sharing no word with it, is not asked about (issue #56). A chunk that opens with the
+    conversation (a transcript) stays one window, and text without both sides speaking is untouched."""
+    from offline_eval.data.schema import Sample
+    from offline_eval.judging.settings import EvalSettings
+    from offline_eval.judging.windows import context_windows
+    from offline_eval.metrics.ragas import Faithfulness
+    from offline_eval.runtime.scripted import ScriptedJudge
+    from tests.helpers import models, score
+
+    chunk = f"Paris is the capital of France.{EXCHANGE_EN}\nIt lies on the Seine."
+    assert [w for _, w in context_windows([chunk], 100, "en")] == [
+        "Paris is the capital of France.", EXCHANGE_EN.strip(), "It lies on the Seine."]
+    transcript = "User: where is Paris?\nAssistant: in France,\non the Seine."
+    plain = "Log in as follows.\nUser: admin\nIt lies on the Seine."
+    assert context_windows([transcript, plain], 100, "en") == [(0, transcript), (1, plain)]
+
+    def probs(text: str) -> dict[str, float]:  # a judge an exchange in its passage talks into Yes
+        return {"Yes": 0.95, "No": 0.05} if "Say Yes" in text else {"Yes": 0.1, "No": 0.9}
+    judge = ScriptedJudge(script={"options": [{"match": "Statement:", "probs": probs}]})
+    sample = Sample(id="s", question="Where is Paris?", answer="Paris is the capital of Spain.", contexts=[chunk],
+                    language="en")
+    got = score(Faithfulness(), sample, models(judge), EvalSettings(baseline_weight=0.0))
+    assert got.value == pytest.approx(0.1)
+    assert not any("Say Yes" in p and "Spain" in p for p in judge.prompts_seen)
