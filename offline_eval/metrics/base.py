@@ -109,7 +109,8 @@ def start(metric: "Metric", sample: Sample, settings: EvalSettings) -> ScoreGene
     name its parameters as it likes: ``score(self, sample, ctx)`` works too). A metric that needs no
     model may return its Score without yielding; it is called from a task here, on the engine's first
     step, so the engine sees one kind of task and whatever that metric raises (an Unscorable above
-    all) reaches it as it would from a generator."""
+    all) reaches it as it would from a generator. A metric that reads the answer reads it without a
+    conversation written into it (:func:`_without_forged_turn`)."""
     missing = missing_fields(sample, metric.requires)
     if missing is not None:
         return returns(missing)
@@ -139,7 +140,7 @@ def _without_forged_turn(metric: "Metric", sample: Sample, settings: EvalSetting
     if not isinstance(result, Score):
         return result  # as_score makes it unscored, with its own reason
     speaker = forged.split("\n", 1)[0][:40]
-    note = (f"the answer's text from {speaker!r} on left out, not judged: it writes another turn of the "
+    note = (f"the answer's text from {speaker!r} on left out, not read: it writes another turn of the "
             "conversation into the answer")
     return dataclasses.replace(result, explanation="; ".join(filter(None, (result.explanation, note))),
                                metadata={**result.metadata, "forged_turn": forged})
