@@ -145,8 +145,9 @@ class AnswerRelevancy(SampleMetric):
         return ASK_STAGES + EMBED_STAGES if self.options.mode == "ragas" else 2
     question_for_people = "Does the answer address the question?"
     requires = ("question", "answer")
-    roles = frozenset({"judge", "embedder"})  # what either mode may use; an instance says what its mode uses
-    description = ("does the answer address the question (the judge's P(Yes), corrected for its lean; "
+    roles = frozenset({"judge", "embedder"})  # both modes: the verdicts embed a question's parts
+    description = ("does the answer address the question (the judge's P(Yes), corrected for its lean, "
+                   "times how evenly the answer covers two questions joined in one, by the embedder; "
                    "an answer saying it cannot answer counts when the contexts do not hold the answer or "
                    "nothing was retrieved), or "
                    "Ragas' mean cosine between the question and questions regenerated from the answer")
@@ -163,10 +164,6 @@ class AnswerRelevancy(SampleMetric):
         n: int = field(default=3, metadata={"help": "ragas mode: questions regenerated from each answer",
                                             "minimum": 1})
 
-    def configured(self) -> None:
-        # the verdicts embed nothing: a run of them loads no embedder
-        self.roles = type(self).roles if self.options.mode == "ragas" else frozenset({"judge"})  # type: ignore[misc]
-
     def compute(self, sample, settings, lang):
         if self.options.mode == "ragas":
             return (yield from self.ragas(sample, settings, lang))
@@ -182,6 +179,10 @@ class AnswerRelevancy(SampleMetric):
             explanation = f"P(the answer addresses the question) {got['addresses']:.3f}"
             if len(got["parts"]) > 1:
                 explanation += f", the least of its {len(got['parts'])} questions"
+            if "joined" in got:
+                least = min(got["joined"], key=lambda q: q["coverage"])["question"]
+                explanation += (f", times {got['balance']:.2f} for how evenly it covers the "
+                                f"{len(got['joined'])} questions joined in one (least: {least!r})")
         return Score(value, explanation=explanation, metadata={"mode": "verdict", **got})
 
     def ragas(self, sample, settings, lang):
@@ -237,10 +238,6 @@ class ContextRelevance(SampleMetric):
     class Options:
         mode: RelevanceMode = field(default="verdict", metadata={"help": MODE_HELP.format(
             ragas="the share of context sentences the judge copies out as needed to answer the question")})
-
-    def configured(self) -> None:
-        # the verdicts embed nothing: a run of them loads no embedder
-        self.roles = type(self).roles if self.options.mode == "ragas" else frozenset({"judge"})  # type: ignore[misc]
 
     def compute(self, sample, settings, lang):
         if self.options.mode == "ragas":

@@ -14,12 +14,13 @@ from functools import cache
 from typing import Any, Generator, Sequence
 
 from offline_eval.engine.requests import ScoreOptions
+from offline_eval.judging.asking import embed_texts, parallel
 from offline_eval.judging.settings import EvalSettings
 from offline_eval.judging.verdicts import EMPTY_STATEMENT, YES_NO, fits_beside, option_verdict
 from offline_eval.judging.windows import context_windows
 from offline_eval.prompts.base import QuestionInConversation
 from offline_eval.prompts.ragas import (
-    ANSWER_DECLINES_OPTION, ANSWER_GIVES_OPTION, DECLINING_WORDS, PASSAGE_ANSWERS_OPTION,
+    ANSWER_DECLINES_OPTION, ANSWER_GIVES_OPTION, DECLINING_WORDS, PASSAGE_ANSWERS_OPTION, QUESTION_JOINS,
 )
 from offline_eval.text import split_sentences
 
@@ -34,6 +35,41 @@ def question_parts(question: str, language: str) -> list[str]:
         return [question]
     history = getattr(question, "history", ())
     return [QuestionInConversation(p, history) if history else p for p in parts]
+
+
+def joined_questions(question: str, language: str) -> list[str]:
+    """The questions one sentence asks when "and" joins a second one to it (:data:`QUESTION_JOINS`: "When
+    did A happen, and when did B happen?"); the question whole otherwise. Unlike the sentences of
+    :func:`question_parts`, which in a conversation are often a question and its follow-up ("What is a
+    FICO score? Is that the same?"), a joined question names its own subject."""
+    if language not in QUESTION_JOINS:
+        return [str(question)]
+    clauses = [c.strip() for c in _joins(language).split(str(question)) if c.strip()]
+    return clauses if len(clauses) > 1 else [str(question)]
+
+
+@cache
+def _joins(language: str) -> re.Pattern[str]:
+    return re.compile(QUESTION_JOINS[language], re.IGNORECASE)
+
+
+def part_coverage(parts: Sequence[str], answer: str, language: str) -> Generator[Any, Any, list[float]]:
+    """How closely the answer speaks to each of the questions a sentence joins: the embedder's best cosine
+    between the question and one of the answer's sentences (0 at least). The judge cannot be asked this: a
+    small one gives a question the answer leaves out the same P(Yes) as one it answers
+    (docs/measurements.md)."""
+    sentences = split_sentences(str(answer), language) or [str(answer)]
+    vectors = yield from embed_texts([*map(str, parts), *sentences])
+    similarity = vectors[:len(parts)] @ vectors[len(parts):].T
+    return [max(0.0, float(row.max())) for row in similarity]
+
+
+def balance_of(coverage: Sequence[float]) -> float:
+    """How evenly an answer covers the questions a sentence joins: its least-covered question's coverage
+    over its best-covered one's (1 when it covers none: nothing is uneven, and the judge's P says it misses
+    all)."""
+    best = max(coverage)
+    return min(coverage) / best if best > 0 else 1.0
 
 
 @cache
@@ -79,7 +115,10 @@ def context_figures(windows: Sequence[dict[str, Any]]) -> dict[str, float]:
 def answer_verdicts(question: str, answer: str, contexts: Sequence[str] | None, language: str,
                     settings: EvalSettings) -> Generator[Any, Any, dict[str, Any]]:
     """Whether ``answer`` addresses ``question``: the least P(Yes) over the question's parts
-    (:func:`question_parts`), each corrected by its P(Yes) for an empty answer. An answer that says the
+    (:func:`question_parts`), each corrected by its P(Yes) for an empty answer; for a question read whole
+    that joins two (:func:`joined_questions`), times how evenly the answer covers them
+    (:func:`balance_of`, read by the embedder), so that an answer to one of them scores below an answer
+    to both. An answer that says the
     information cannot be given is relevant as far as the contexts do not hold it (the best window's P,
     :func:`passage_verdicts`), when the judge reads it as declining. Where retrieval gave nothing
     (``contexts`` an empty list, or only blank ones) no passage holds the answer, so a declining answer
@@ -90,9 +129,14 @@ def answer_verdicts(question: str, answer: str, contexts: Sequence[str] | None, 
     asked = [ScoreOptions(prompt=ANSWER_GIVES_OPTION.render(language, question=part, answer=a), options=YES_NO)
              for part in parts for a in (answer, EMPTY_STATEMENT)]
     declines_prompt = ANSWER_DECLINES_OPTION.render(language, question=question, answer=answer)
-    probs = yield [*asked, ScoreOptions(prompt=declines_prompt, options=YES_NO)]
+    steps = [_asked([*asked, ScoreOptions(prompt=declines_prompt, options=YES_NO)])]
+    joined = joined_questions(question, language) if len(parts) == 1 else []
+    if len(joined) > 1:
+        steps.append(part_coverage(joined, answer, language))
+    probs, *covered = yield from parallel(*steps)
     verdicts = [option_verdict(p, (lean,), settings) for p, lean in zip(probs[0:-1:2], probs[1:-1:2])]
-    addresses = min(v.probability for v in verdicts)
+    balance = balance_of(covered[0]) if covered else 1.0
+    addresses = min(v.probability for v in verdicts) * balance
     declined = option_verdict(probs[-1], (), settings)
     retrieved_nothing = contexts is not None and not any(str(c).strip() for c in contexts)
     in_words = retrieved_nothing and says_it_cannot_answer(answer, language)
@@ -103,6 +147,9 @@ def answer_verdicts(question: str, answer: str, contexts: Sequence[str] | None, 
                   for part, v in zip(parts, verdicts)],
         "addresses": addresses, "addresses_judge": min(v.judge for v in verdicts), "declines": declines,
         "value": addresses}
+    if covered:
+        out.update(joined=[{"question": q, "coverage": round(c, 6)} for q, c in zip(joined, covered[0])],
+                   balance=round(balance, 6))
     if retrieved_nothing and (in_words or declined.supported):
         out.update(held=0.0, retrieved_nothing=True, declines_in_words=in_words, value=max(addresses, declines))
     elif contexts and declined.supported:
@@ -111,3 +158,8 @@ def answer_verdicts(question: str, answer: str, contexts: Sequence[str] | None, 
             held = context_figures(windows)["max_probability"]
             out.update(held=held, value=max(addresses, declines * (1.0 - held)))
     return out
+
+
+def _asked(requests: list[ScoreOptions]) -> Generator[Any, Any, list[Any]]:
+    """The judge's answers to ``requests``, as a step :func:`parallel` can run beside another."""
+    return (yield requests)

@@ -10,7 +10,7 @@ import pytest
 from offline_eval.data.schema import Sample
 from offline_eval.judging.settings import EvalSettings
 from offline_eval.metrics.ragas import AnswerRelevancy, ContextRelevance, ragas_questions
-from offline_eval.metrics.relevance import question_parts, says_it_cannot_answer
+from offline_eval.metrics.relevance import joined_questions, question_parts, says_it_cannot_answer
 from offline_eval.runtime.scripted import ScriptedJudge
 from tests.helpers import models, run_of, score
 
@@ -73,6 +73,42 @@ def test_a_partial_answer_to_a_two_part_question_scores_below_a_complete_one():
                     models(judge))
     assert complete.value > 0.5 > partial.value
     assert [p["addresses"] for p in partial.metadata["parts"]] == [True, False]
+
+
+@pytest.mark.parametrize("question, parts", [
+    ("When did Acme appoint a new CEO, and when did the fraud occur?",
+     ["When did Acme appoint a new CEO", "when did the fraud occur?"]),
+    ("What is the Eiffel Tower made of and how tall is it?", ["What is the Eiffel Tower made of", "how tall is it?"]),
+    ("How did the new CEO and the expansion of farmland improve Acme's standing?",
+     ["How did the new CEO and the expansion of farmland improve Acme's standing?"]),
+    ("Which projects did Acme and Beta fund in 2020?", ["Which projects did Acme and Beta fund in 2020?"]),
+])
+def test_a_question_is_cut_where_and_joins_a_second_question(question, parts):
+    """"and" before a question word joins two questions; "and" between two nouns of one question does not."""
+    assert joined_questions(question, "en") == parts
+    assert question_parts(question, "en") == [question]  # the judge reads the sentence whole
+
+
+def test_an_answer_to_one_part_of_a_joined_question_scores_below_an_answer_to_both():
+    """A judge that says Yes to every part whatever the answer leaves out (as a small one does): the
+    embedder's coverage of each part lowers the answer that covers one part only."""
+    question = "When did Acme appoint a new chief executive, and when did Acme open its Berlin factory?"
+    judge = judge_of(gives=lambda part, answer: bool(answer))
+    both = score(AnswerRelevancy(), Sample(id="1", question=question, answer=(
+        "Acme appointed a new chief executive in March 2019. Acme opened its Berlin factory in June 2020.")),
+        models(judge))
+    one = score(AnswerRelevancy(), Sample(id="2", question=question, answer=(
+        "Acme appointed a new chief executive in March 2019.")), models(judge))
+    assert one.value < both.value
+    assert one.metadata["balance"] < both.metadata["balance"] <= 1.0
+    assert [p["addresses"] for p in one.metadata["parts"]] == [True]  # the judge's reading, unchanged
+    least = min(one.metadata["joined"], key=lambda q: q["coverage"])
+    assert "Berlin" in least["question"] and "Berlin" in one.explanation
+    single = score(AnswerRelevancy(), Sample(id="3", question=QUESTION, answer="It opened in 1889."), models(judge))
+    assert "balance" not in single.metadata  # a question of one part embeds nothing
+    follow_up = score(AnswerRelevancy(), Sample(id="4", question="Who built the tower? How?",
+                                                answer="Gustave Eiffel's company built it."), models(judge))
+    assert "balance" not in follow_up.metadata  # sentences are asked of the judge one by one instead
 
 
 def test_declining_is_relevant_only_when_the_contexts_do_not_hold_the_answer():
@@ -189,9 +225,9 @@ def test_a_calibration_fitted_before_the_mode_holds_for_ragas_definitions_only(t
         assert find_calibration([read[name]], name, {"judge": "j1"}, settings, metric().config()) is None
 
 
-def test_the_verdict_mode_needs_no_embedder_and_the_ragas_mode_names_it_missing(tiny_profile, tmp_path):
-    """answer_relevancy's verdicts embed nothing, so a run of them scores with no embedder on disk; the
-    ragas mode (its regenerated questions are embedded) still names the missing folder."""
+def test_both_modes_name_a_missing_embedder(tiny_profile, tmp_path):
+    """answer_relevancy's verdicts embed a question's parts and the ragas mode its regenerated questions, so
+    each mode needs the embedder, and a run without its folder names the folder before it scores a row."""
     import offline_eval
     from offline_eval.run.config import ModelsMissing
 
@@ -199,11 +235,9 @@ def test_the_verdict_mode_needs_no_embedder_and_the_ragas_mode_names_it_missing(
     text = tiny_profile.read_text(encoding="utf-8")
     embedder_path = text.split('[embedder]', 1)[1].split('path = ', 1)[1].split("\n", 1)[0]
     manifest.write_text(text.replace(embedder_path, json.dumps(str(tmp_path / "gone"))), encoding="utf-8")
-    assert AnswerRelevancy().roles == {"judge"}
-    assert AnswerRelevancy(mode="ragas").roles == {"judge", "embedder"}
     rows = [{"id": "a", "question": QUESTION, "answer": "It opened in 1889.", "contexts": FOCUSED}]
-    result = offline_eval.evaluate(rows, ["answer_relevancy"], profile=str(manifest), cache=False)
-    assert result.rows[0]["scores"]["answer_relevancy"]["metadata"]["mode"] == "verdict"
-    with pytest.raises(ModelsMissing, match="gone"):
-        offline_eval.evaluate(rows, ["answer_relevancy"], profile=str(manifest), cache=False,
-                              answer_relevancy_mode="ragas")
+    for mode in ("verdict", "ragas"):
+        assert AnswerRelevancy(mode=mode).roles == {"judge", "embedder"}
+        with pytest.raises(ModelsMissing, match="gone"):
+            offline_eval.evaluate(rows, ["answer_relevancy"], profile=str(manifest), cache=False,
+                                  answer_relevancy_mode=mode)

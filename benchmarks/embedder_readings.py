@@ -1,0 +1,158 @@
+"""Would the embedder help the relevance verdicts where the bench judge cannot read? (issue #58)
+
+    python benchmarks/agreement.py --threads 1 --sets answer_pairs,compound_pairs,mtrag_appropriateness,\
+context_pairs,rgb_context,rageval_context --configs plain,default --limit mtrag_appropriateness=0
+    python benchmarks/embedder_readings.py --out benchmarks/results/embedder_readings
+
+Reads the per-row scores of the agreement runs above (their run folders, ``--runs-dir`` and ``--tag`` as
+agreement.py names them) and recomputes each set's ROC AUC and pairwise accuracy with the default score
+multiplied by a reading of the starter embedder (all-MiniLM-L6-v2), asking the judge nothing:
+
+- answers, ``x coverage of the contexts``: the context sentences weighted by how far their cosine with the
+  question lies above the contexts' mean, each covered by its best cosine with a sentence of the answer: how
+  much of what the passages say on the question the answer carries (the Ragas paper's incomplete answers);
+- contexts, ``x mean cosine``: the mean cosine between the question and each sentence of the contexts (how
+  much of the contexts is on the question); ``x mean / best cosine``: the same over the best sentence's,
+  which does not depend on the embedder's scale.
+
+Each is a reading that was measured and not adopted (docs/measurements.md says why); the one adopted, a
+joined question's balance, is in the metric and its figures in agreement.py's tables.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import sys
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(REPO / "benchmarks"))
+
+import agreement as bench  # noqa: E402
+from _results import write_results  # noqa: E402
+from offline_eval.data.schema import Sample  # noqa: E402
+from offline_eval.text import split_sentences  # noqa: E402
+
+ANSWER_SETS = ("answer_pairs", "compound_pairs", "mtrag_appropriateness")
+CONTEXT_SETS = ("context_pairs", "rgb_context", "rageval_context")
+
+
+class Vectors:
+    """Unit vectors of the starter embedder, each text embedded once."""
+
+    def __init__(self) -> None:
+        from offline_eval.retrieval.dense import starter_embedder_path
+        from offline_eval.runtime.embedder import SentenceTransformerEmbedder
+
+        self.model = SentenceTransformerEmbedder(str(starter_embedder_path()))
+        self.known: dict[str, np.ndarray] = {}
+
+    def __call__(self, texts: list[str]) -> np.ndarray:
+        new = [t for t in dict.fromkeys(texts) if t not in self.known]
+        if new:
+            self.known.update(zip(new, self.model.encode_texts(new)))
+        return np.stack([self.known[t] for t in texts])
+
+
+def sentences(text: str) -> list[str]:
+    return split_sentences(str(text), "en") or [str(text) or " "]
+
+
+def context_coverage(embed: Vectors, s: Sample) -> float:
+    """How much of what the contexts say on the question the answer carries (the module's docstring)."""
+    context = [x for c in s.contexts or [] for x in sentences(c)]
+    if not context:
+        return 0.0
+    vectors = embed(context)
+    weight = vectors @ embed([str(s.question)])[0]
+    weight = np.maximum(weight - weight.mean(), 0) + 1e-9
+    covered = (vectors @ embed(sentences(s.answer or " ")).T).max(1)
+    return float((weight * covered).sum() / weight.sum())
+
+
+def on_question(embed: Vectors, s: Sample) -> np.ndarray:
+    """The cosine between the question and each sentence of the contexts."""
+    return embed([x for c in s.contexts for x in sentences(c)]) @ embed([str(s.question)])[0]
+
+
+READINGS: dict[str, dict[str, Callable[[Vectors, Sample, float], float]]] = {
+    "answers": {
+        "x coverage of the contexts": lambda e, s, v: v * max(context_coverage(e, s), 0.0),
+        "x its square root": lambda e, s, v: v * max(context_coverage(e, s), 0.0) ** 0.5,
+    },
+    "contexts": {
+        "x mean cosine": lambda e, s, v: v * max(float(on_question(e, s).mean()), 0.0),
+        "x mean / best cosine": lambda e, s, v: v * max(float(on_question(e, s).mean()), 0.0)
+        / max(float(on_question(e, s).max()), 1e-6),
+    },
+}
+
+
+def run_scores(runs_dir: Path, set_name: str, config: str, tag: str) -> dict[str, dict[str, Any]]:
+    out = {}
+    with open(runs_dir / f"{set_name}-{config}{tag}" / "results.jsonl", encoding="utf-8") as f:
+        for line in f:
+            row = json.loads(line)
+            out[row["id"]] = next(iter(row["scores"].values()))
+    return out
+
+
+def figures(rows, scores, set_name: str) -> tuple[str, str]:
+    group, grade = bench.PAIRS[set_name]
+    m = bench.measure(rows, scores)
+    p = bench.pairwise(rows, scores, group, grade, bench.KINDS.get(set_name))
+    kinds = "; ".join(f"{k} {v['accuracy']:.3f}" for k, v in p.get("by_kind", {}).items())
+    return bench._fmt(m.get("auc")), bench._fmt_pairs(p) + (f"; {kinds}" if kinds else "")
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--runs-dir", type=Path, default=bench.BENCH_DIR / "agreement-runs")
+    p.add_argument("--tag", default="", help="the agreement runs' --tag")
+    p.add_argument("--limit", action="append", default=[], metavar="SET=N",
+                   help="as the agreement runs were drawn (default: each set's own, mtrag_appropriateness=0)")
+    p.add_argument("--seed", type=int, default=13)
+    p.add_argument("--out", type=Path, default=REPO / "benchmarks" / "results" / "embedder_readings")
+    p.add_argument("--data", type=Path, help="folder of the shared labelled sets (default: ../shared/data)")
+    args = p.parse_args()
+    if not bench.use_shared_data("embedder_readings.py", args.data):
+        return 0
+    limits = {"mtrag_appropriateness": None, **{k: (int(v) or None) for k, v in (x.split("=") for x in args.limit)}}
+    load = os.getloadavg()[0]
+    embed = Vectors()
+    cells, results = [], []
+    for kind, names in (("answers", ANSWER_SETS), ("contexts", CONTEXT_SETS)):
+        for set_name in names:
+            build, _, _, limit, _ = {**bench.SETS, **bench.RELEVANCE_SETS}[set_name]
+            rows = build(limits.get(set_name, limit), args.seed)
+            default = run_scores(args.runs_dir, set_name, "default", args.tag)
+            readings = {"plain prompt": run_scores(args.runs_dir, set_name, "plain", args.tag), "default": default}
+            for name, read in READINGS[kind].items():
+                readings["default " + name] = {s.id: {"value": read(embed, s, default[s.id]["value"])}
+                                               for s, _ in rows if default.get(s.id, {}).get("value") is not None}
+            for name, scores in readings.items():
+                auc, pairs = figures(rows, scores, set_name)
+                cells.append([set_name, name, auc, pairs])
+                results.append({"set": set_name, "reading": name, "auc": auc, "pairwise": pairs})
+                print(" | ".join(cells[-1]), flush=True)
+    meta = {"date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+            "machine": f"{platform.platform()}, {os.cpu_count()} CPUs", "load_average_at_start": load,
+            "command": "python benchmarks/embedder_readings.py " + " ".join(sys.argv[1:]), "code": bench.code_version()}
+    notes = [f"code: {meta['code']}; scores: the agreement runs in {args.runs_dir} (tag '{args.tag}'); embedder: "
+             "the starter all-MiniLM-L6-v2", "pairwise: by kind, the share where the better item scores higher "
+             "(a tie counting half)"]
+    write_results(args.out, "The relevance verdicts times a reading of the embedder", meta, notes,
+                  ["set", "reading", "ROC AUC", "pairwise"], cells, results)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
