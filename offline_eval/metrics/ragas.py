@@ -145,7 +145,7 @@ class AnswerRelevancy(SampleMetric):
         return ASK_STAGES + EMBED_STAGES if self.options.mode == "ragas" else 2
     question_for_people = "Does the answer address the question?"
     requires = ("question", "answer")
-    roles = frozenset({"judge", "embedder"})  # both modes: the verdicts embed a question's parts
+    roles = frozenset({"judge", "embedder"})  # both modes: the verdicts embed the questions a sentence joins
     description = ("does the answer address the question (the judge's P(Yes), corrected for its lean, "
                    "times how evenly the answer covers two questions joined in one, by the embedder; "
                    "an answer saying it cannot answer counts when the contexts do not hold the answer or "

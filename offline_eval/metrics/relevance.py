@@ -118,13 +118,12 @@ def answer_verdicts(question: str, answer: str, contexts: Sequence[str] | None, 
     (:func:`question_parts`), each corrected by its P(Yes) for an empty answer; for a question read whole
     that joins two (:func:`joined_questions`), times how evenly the answer covers them
     (:func:`balance_of`, read by the embedder), so that an answer to one of them scores below an answer
-    to both. An answer that says the
-    information cannot be given is relevant as far as the contexts do not hold it (the best window's P,
-    :func:`passage_verdicts`), when the judge reads it as declining. Where retrieval gave nothing
-    (``contexts`` an empty list, or only blank ones) no passage holds the answer, so a declining answer
-    scores its P(it declines), which is 1 when its first sentence says so in words
-    (:func:`says_it_cannot_answer`): a small judge seldom reads a refusal as one. Without contexts at all
-    (None: a sample that records no retrieval), the refusal is not read."""
+    to both. An answer that says the information cannot be given is relevant as far as the contexts do
+    not hold it (the best window's P, :func:`passage_verdicts`), when the judge reads it as declining.
+    Where retrieval gave nothing (``contexts`` an empty list, or only blank ones) no passage holds the
+    answer, so a declining answer scores its P(it declines), which is 1 when its first sentence says so in
+    words (:func:`says_it_cannot_answer`): a small judge seldom reads a refusal as one. Without contexts at
+    all (None: a sample that records no retrieval), the refusal is not read."""
     parts = question_parts(question, language)
     asked = [ScoreOptions(prompt=ANSWER_GIVES_OPTION.render(language, question=part, answer=a), options=YES_NO)
              for part in parts for a in (answer, EMPTY_STATEMENT)]
