@@ -83,6 +83,10 @@ def on_question(embed: Vectors, s: Sample) -> np.ndarray:
     return embed([x for c in s.contexts for x in sentences(c)]) @ embed([str(s.question)])[0]
 
 
+def mean_over_best(cosines: np.ndarray) -> float:
+    return max(float(cosines.mean()), 0.0) / max(float(cosines.max()), 1e-6)
+
+
 READINGS: dict[str, dict[str, Callable[[Vectors, Sample, float], float]]] = {
     "answers": {
         "x coverage of the contexts": lambda e, s, v: v * max(context_coverage(e, s), 0.0),
@@ -90,15 +94,18 @@ READINGS: dict[str, dict[str, Callable[[Vectors, Sample, float], float]]] = {
     },
     "contexts": {
         "x mean cosine": lambda e, s, v: v * max(float(on_question(e, s).mean()), 0.0),
-        "x mean / best cosine": lambda e, s, v: v * max(float(on_question(e, s).mean()), 0.0)
-        / max(float(on_question(e, s).max()), 1e-6),
+        "x mean / best cosine": lambda e, s, v: v * mean_over_best(on_question(e, s)),
     },
 }
 
 
 def run_scores(runs_dir: Path, set_name: str, config: str, tag: str) -> dict[str, dict[str, Any]]:
+    path = runs_dir / f"{set_name}-{config}{tag}" / "results.jsonl"
+    if not path.is_file():
+        raise SystemExit(f"embedder_readings.py: no agreement run at {path.parent} (run the agreement.py command "
+                         "at the top of this file first)")
     out = {}
-    with open(runs_dir / f"{set_name}-{config}{tag}" / "results.jsonl", encoding="utf-8") as f:
+    with open(path, encoding="utf-8") as f:
         for line in f:
             row = json.loads(line)
             out[row["id"]] = next(iter(row["scores"].values()))

@@ -129,7 +129,7 @@ def _task(metric: "Metric", sample: Sample, settings: EvalSettings) -> ScoreGene
 
 
 def _reads_answer(metric: "Metric") -> bool:
-    return any("answer" in (need if isinstance(need, tuple) else (need,)) for need in metric.requires)
+    return any("answer" in alternatives(need) for need in metric.requires)
 
 
 def _without_forged_turn(metric: "Metric", sample: Sample, settings: EvalSettings, forged: str) -> ScoreGenerator:

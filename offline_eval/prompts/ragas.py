@@ -311,7 +311,7 @@ _GIVE = (r"(?:provide|mention|include|contain|specify|say|state|give|offer|discu
 _GIVEN = r"(?:provided|mentioned|specified|disclosed|given|stated|announced|reported|publicly (?:available|known))"
 _SEEK = rf"(?:have\s+(?:the\s+|an?\s+)?{_INFORMATION}|know|find|see|locate|answer|provide|say|tell|determine|confirm)"
 # Where one question asks two, joined by "and" before the second's question word ("When did A appoint a
-# new CEO, and when did B occur?"): metrics.relevance.question_parts cuts there. English only: no shared
+# new CEO, and when did B occur?"): metrics.relevance.joined_questions cuts there. English only: no shared
 # labelled set asks such a question in another language, so no other list could be checked.
 QUESTION_JOINS = {
     "en": r",?\s+and\s+(?=(?:what|when|where|who|whom|whose|which|why|how|did|does|do|is|are|was|were|can|could|"
