@@ -572,6 +572,9 @@ CONFIGS: dict[str, tuple[str | None, dict[str, Any], str | None]] = {
     "addresses": (None, {}, "addresses"),  # answer_relevancy without the reading of a declining answer
     "addresses_judge": (None, {}, "addresses_judge"),  # ... and without the lean correction
     "window_max": (None, {}, "max_probability"),  # context_relevance: the best window alone
+    # context_relevance: the judge's reading alone, its windows' mean P (the default before the
+    # embedder's share of sentences on the question joined it)
+    "judge_windows": (None, {}, "mean_probability"),
 }
 
 

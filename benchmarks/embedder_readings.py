@@ -15,8 +15,11 @@ multiplied by a reading of the starter embedder (all-MiniLM-L6-v2), asking the j
   much of the contexts is on the question); ``x mean / best cosine``: the same over the best sentence's,
   which does not depend on the embedder's scale.
 
-Each is a reading that was measured and not adopted (docs/measurements.md says why); the one adopted, a
-joined question's balance, is in the metric and its figures in agreement.py's tables.
+Each is a reading that was measured and not adopted as it stands (docs/measurements.md says why). Two are in
+the metrics, with their figures in agreement.py's tables: a joined question's balance (answer_relevancy) and
+the mean cosine anchored at the embedder's lean, so that its scale is not the embedder's (context_relevance,
+``share_on_question``). For the contexts the readings multiply the judge's reading alone (the windows' mean
+P, ``mean_probability``), which was the default when they were measured.
 """
 
 from __future__ import annotations
@@ -39,6 +42,7 @@ sys.path.insert(0, str(REPO / "benchmarks"))
 import agreement as bench  # noqa: E402
 from _results import write_results  # noqa: E402
 from offline_eval.data.schema import Sample  # noqa: E402
+from offline_eval.judging.verdicts import ABSURD_STATEMENT, UNRELATED_PASSAGE  # noqa: E402
 from offline_eval.text import split_sentences  # noqa: E402
 
 ANSWER_SETS = ("answer_pairs", "compound_pairs", "mtrag_appropriateness")
@@ -78,23 +82,47 @@ def context_coverage(embed: Vectors, s: Sample) -> float:
     return float((weight * covered).sum() / weight.sum())
 
 
-def on_question(embed: Vectors, s: Sample) -> np.ndarray:
-    """The cosine between the question and each sentence of the contexts."""
-    return embed([x for c in s.contexts for x in sentences(c)]) @ embed([str(s.question)])[0]
+def on_question(embed: Vectors, s: Sample, texts: list[str] | None = None) -> np.ndarray:
+    """The cosine between the question and each sentence of the contexts (or of ``texts``)."""
+    return embed([x for c in (s.contexts if texts is None else texts) for x in sentences(c)]) @ embed([str(s.question)])[0]
 
 
 def mean_over_best(cosines: np.ndarray) -> float:
     return max(float(cosines.mean()), 0.0) / max(float(cosines.max()), 1e-6)
 
 
-READINGS: dict[str, dict[str, Callable[[Vectors, Sample, float], float]]] = {
+def anchored_share(embed: Vectors, s: Sample, anchor: str, texts: list[str] | None = None) -> float:
+    """The mean over sentences of how far each one's cosine with the question lies above ``anchor``'s, over
+    the room left up to 1, at least 0 (context_relevance's ``share_on_question`` with the recipe)."""
+    floor = float(embed([anchor])[0] @ embed([str(s.question)])[0])
+    return float(np.clip((on_question(embed, s, texts) - floor) / max(1.0 - floor, 1e-6), 0.0, 1.0).mean())
+
+
+def _windows(score: dict[str, Any]) -> list[dict[str, Any]]:
+    return score["metadata"]["windows"]
+
+
+RECIPE, ABSURD = UNRELATED_PASSAGE["en"], ABSURD_STATEMENT["en"]
+Reading = Callable[[Vectors, Sample, dict[str, Any]], float]
+READINGS: dict[str, dict[str, Reading]] = {
     "answers": {
-        "x coverage of the contexts": lambda e, s, v: v * max(context_coverage(e, s), 0.0),
-        "x its square root": lambda e, s, v: v * max(context_coverage(e, s), 0.0) ** 0.5,
+        "x coverage of the contexts": lambda e, s, v: v["value"] * max(context_coverage(e, s), 0.0),
+        "x its square root": lambda e, s, v: v["value"] * max(context_coverage(e, s), 0.0) ** 0.5,
     },
     "contexts": {
-        "x mean cosine": lambda e, s, v: v * max(float(on_question(e, s).mean()), 0.0),
-        "x mean / best cosine": lambda e, s, v: v * mean_over_best(on_question(e, s)),
+        "x mean cosine": lambda e, s, v: v["value"] * max(float(on_question(e, s).mean()), 0.0),
+        "x mean / best cosine": lambda e, s, v: v["value"] * mean_over_best(on_question(e, s)),
+        "x share on the question (adopted, its geometric mean)": lambda e, s, v: v["value"] * anchored_share(
+            e, s, RECIPE),
+        "x the share anchored at the absurd statement": lambda e, s, v: v["value"] * anchored_share(e, s, ABSURD),
+        "x the share's square root": lambda e, s, v: v["value"] * anchored_share(e, s, RECIPE) ** 0.5,
+        "each window's P x its own share": lambda e, s, v: float(np.mean([
+            w["probability"] * anchored_share(e, s, RECIPE, [w["passage"]]) for w in _windows(v)])),
+        "the share alone": lambda e, s, v: anchored_share(e, s, RECIPE),
+        "best window's P x mean / best cosine": lambda e, s, v: max(w["probability"] for w in _windows(v))
+        * mean_over_best(on_question(e, s)),
+        "x mean / best over windows": lambda e, s, v: v["value"] * mean_over_best(np.array([
+            float(on_question(e, s, [w["passage"]]).mean()) for w in _windows(v)])),
     },
 }
 
@@ -141,10 +169,14 @@ def main() -> int:
             build, _, _, limit, _ = {**bench.SETS, **bench.RELEVANCE_SETS}[set_name]
             rows = build(limits.get(set_name, limit), args.seed)
             default = run_scores(args.runs_dir, set_name, "default", args.tag)
+            if kind == "contexts":  # the judge's reading alone, as when these readings were measured
+                default = {k: {**v, "value": v.get("metadata", {}).get("mean_probability", v.get("value"))}
+                           if v.get("value") is not None else v for k, v in default.items()}
             readings = {"plain prompt": run_scores(args.runs_dir, set_name, "plain", args.tag), "default": default}
             for name, read in READINGS[kind].items():
-                readings["default " + name] = {s.id: {"value": read(embed, s, default[s.id]["value"])}
-                                               for s, _ in rows if default.get(s.id, {}).get("value") is not None}
+                readings[("default " if name.startswith("x ") else "") + name] = {
+                    s.id: {"value": read(embed, s, default[s.id])}
+                    for s, _ in rows if default.get(s.id, {}).get("value") is not None}
             for name, scores in readings.items():
                 auc, pairs = figures(rows, scores, set_name)
                 cells.append([set_name, name, auc, pairs])
@@ -155,7 +187,8 @@ def main() -> int:
             "command": "python benchmarks/embedder_readings.py " + " ".join(sys.argv[1:]), "code": bench.code_version()}
     notes = [f"code: {meta['code']}; scores: the agreement runs in {args.runs_dir} (tag '{args.tag}'); embedder: "
              "the starter all-MiniLM-L6-v2", "pairwise: by kind, the share where the better item scores higher "
-             "(a tie counting half)"]
+             "(a tie counting half)", "contexts: 'default' is the judge's reading alone (the windows' mean P, "
+             "`mean_probability`), context_relevance's default before the share on the question joined it"]
     write_results(args.out, "The relevance verdicts times a reading of the embedder", meta, notes,
                   ["set", "reading", "ROC AUC", "pairwise"], cells, results)
     return 0

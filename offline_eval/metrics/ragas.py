@@ -27,7 +27,9 @@ from offline_eval.judging.verdicts import (
 from offline_eval.metrics import register_metric
 from offline_eval.metrics.base import Metric, Score, ScoreGenerator
 from offline_eval.metrics.evidence import Checks, Columns, Texts
-from offline_eval.metrics.relevance import answer_verdicts, context_figures, passage_verdicts
+from offline_eval.metrics.relevance import (
+    answer_verdicts, context_figures, context_relevance, passage_verdicts, share_on_question,
+)
 from offline_eval.prompts.ragas import (
     CHUNK_USEFUL, CHUNK_USEFUL_OPTION, DEFAULT_RUBRICS, ENTITIES, QUESTIONS, RELEVANT_SENTENCES, RUBRIC,
     RUBRIC_OPTION,
@@ -206,10 +208,6 @@ class AnswerRelevancy(SampleMetric):
 
 
 # --- context relevance ----------------------------------------------------------------------------
-# the windows' figure a context's relevance is (relevance.context_figures)
-CONTEXT_VALUE = "mean_probability"
-
-
 def _normalise(text: str) -> str:
     return re.sub(r"\s+", " ", text).strip().lower()
 
@@ -220,13 +218,15 @@ class ContextRelevance(SampleMetric):
 
     @property
     def most_steps(self) -> int:  # type: ignore[override]
-        return ASK_STAGES if self.options.mode == "ragas" else 1  # the windows' verdicts in one stage
+        # verdict: the windows' verdicts beside the sentences' vectors, in one stage
+        return ASK_STAGES if self.options.mode == "ragas" else 1
     question_for_people = "Are the retrieved contexts relevant to the question?"
     requires = ("question", "contexts")
-    roles = frozenset({"judge"})
-    description = ("how much of the contexts states the answer to the question (the mean of the judge's P(Yes) "
-                   "over windows of the contexts), or Ragas' share of context sentences the judge extracts as "
-                   "needed")
+    roles = frozenset({"judge", "embedder"})  # the verdict mode reads how much of the contexts is on the question
+    description = ("how much of the contexts states the answer to the question: the geometric mean of the "
+                   "judge's mean P(Yes) over windows of the contexts and the share of their sentences on the "
+                   "question by the embedder (above an unrelated passage), or Ragas' share of context "
+                   "sentences the judge extracts as needed")
     evidence = (Checks("windows", text="passage", verdict="relevant", yes="relevant", no="not relevant",
                        context="chunk", figures=(PROBABILITY,),
                        caption="Does each window of the contexts state the answer?"),
@@ -239,19 +239,28 @@ class ContextRelevance(SampleMetric):
         mode: RelevanceMode = field(default="verdict", metadata={"help": MODE_HELP.format(
             ragas="the share of context sentences the judge copies out as needed to answer the question")})
 
+    def configured(self) -> None:
+        if self.options.mode == "ragas":  # Ragas' definition embeds nothing
+            self.roles = frozenset({"judge"})
+
     def compute(self, sample, settings, lang):
         if self.options.mode == "ragas":
             return (yield from self.ragas(sample, settings, lang))
-        windows = yield from passage_verdicts(sample.question, sample.contexts, lang, settings)
+        windows, on_question = yield from parallel(
+            passage_verdicts(sample.question, sample.contexts, lang, settings),
+            share_on_question(sample.question, sample.contexts, lang))
         if not windows:
             return Score.unscored(reasons.EMPTY_CONTEXTS, "the contexts hold no text")
         figures = context_figures(windows)
-        value = figures[CONTEXT_VALUE]
+        value = context_relevance(windows, on_question["share_on_question"])
         stating = sum(w["relevant"] for w in windows)
         return Score(value, explanation=f"{stating} of {len(windows)} windows of the contexts state the answer "
                                         f"(mean P {figures['mean_probability']:.3f}, best "
-                                        f"{figures['max_probability']:.3f})",
-                     metadata={"mode": "verdict", "windows": windows, **figures})
+                                        f"{figures['max_probability']:.3f}); "
+                                        f"{on_question['share_on_question']:.3f} of their "
+                                        f"{on_question['n_sentences']} sentences on the question",
+                     metadata={"mode": "verdict", "windows": windows, **figures,
+                               **{k: round(v, 6) for k, v in on_question.items()}})
 
     def ragas(self, sample, settings, lang):
         sentences = [s for c in sample.contexts for s in split_sentences(c, lang)]

@@ -9,6 +9,7 @@ Yes to the question whatever the answer."""
 
 from __future__ import annotations
 
+import math
 import re
 from functools import cache
 from typing import Any, Generator, Sequence
@@ -16,7 +17,7 @@ from typing import Any, Generator, Sequence
 from offline_eval.engine.requests import ScoreOptions
 from offline_eval.judging.asking import embed_texts, parallel
 from offline_eval.judging.settings import EvalSettings
-from offline_eval.judging.verdicts import EMPTY_STATEMENT, YES_NO, fits_beside, option_verdict
+from offline_eval.judging.verdicts import EMPTY_STATEMENT, UNRELATED_PASSAGE, YES_NO, fits_beside, option_verdict
 from offline_eval.judging.windows import context_windows
 from offline_eval.prompts.base import QuestionInConversation
 from offline_eval.prompts.ragas import (
@@ -110,6 +111,32 @@ def context_figures(windows: Sequence[dict[str, Any]]) -> dict[str, float]:
     answer) and their mean (how much of the context does)."""
     p = [w["probability"] for w in windows]
     return {"max_probability": max(p), "mean_probability": sum(p) / len(p)}
+
+
+def share_on_question(question: str, contexts: Sequence[str],
+                      language: str) -> Generator[Any, Any, dict[str, float]]:
+    """How much of the contexts is on the question, read by the embedder: each sentence of the contexts
+    scores how far its cosine with the question lies above the cosine of a passage that has nothing to do
+    with any question (:data:`UNRELATED_PASSAGE`, the embedder's lean, as an empty answer is the judge's),
+    over the room left up to 1, at least 0; the share is their mean. Anchored at that lean, the share
+    means about the same whatever the embedder's range of cosines. A small judge barely tells a passage
+    that states the answer from one retrieved beside it that does not; the embedder reads the padding
+    (docs/measurements.md)."""
+    sentences = [s for c in contexts for s in split_sentences(str(c), language) if s.strip()]
+    vectors = yield from embed_texts([str(question), UNRELATED_PASSAGE[language], *sentences])
+    unrelated = float(vectors[1] @ vectors[0])
+    room = max(1.0 - unrelated, 1e-6)
+    above = [min(max((float(v @ vectors[0]) - unrelated) / room, 0.0), 1.0) for v in vectors[2:]]
+    return {"share_on_question": sum(above) / len(above) if above else 0.0, "unrelated_cosine": unrelated,
+            "n_sentences": len(above)}
+
+
+def context_relevance(windows: Sequence[dict[str, Any]], share: float) -> float:
+    """A context's relevance from its two readings: the geometric mean of the judge's (the windows' mean
+    P(it states the answer), :func:`context_figures`) and the embedder's (:func:`share_on_question`), so a
+    context scores high only when the judge finds the answer in it and little of it is off the
+    question."""
+    return math.sqrt(context_figures(windows)["mean_probability"] * share)
 
 
 def answer_verdicts(question: str, answer: str, contexts: Sequence[str] | None, language: str,

@@ -26,6 +26,7 @@ from offline_eval.metrics.ragas import ContextRecall, Faithfulness
 from offline_eval.run.config import RunConfig, build_run
 from offline_eval.run.model_choice import ModelChoice
 from offline_eval.runtime import chat
+from offline_eval.runtime.hashing_embedder import HashingEmbedder
 from tests.helpers import score
 
 MAX_MODEL_LEN = 512
@@ -64,12 +65,13 @@ def small_judge_run(tiny_profile: Path, tmp_path_factory) -> Any:
 
 def _scored(run: Any, context: str, metric: Any = None) -> tuple[Any, list[int]]:
     """``metric`` (faithfulness) of a sample with ``context`` as its first chunk, and the length of every
-    prompt sent."""
+    prompt sent (to the judge; context_relevance also embeds the context's sentences)."""
     judge = MeasuredJudge(run.models.get("judge"))
     sample = Sample(id="long-run", question="What is the capital of France?", language="en",
                     answer="The capital of France is Paris.", ground_truth="Paris is the capital of France.",
                     contexts=[context, "Water boils at 100 degrees."])
-    return score(metric or Faithfulness(), sample, Models().add_instance("judge", judge), run.settings), judge.lengths
+    models = Models().add_instance("judge", judge).add_instance("embedder", HashingEmbedder())
+    return score(metric or Faithfulness(), sample, models, run.settings), judge.lengths
 
 
 def _pseudo_random(size: int) -> bytes:

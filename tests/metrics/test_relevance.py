@@ -172,6 +172,35 @@ def test_padding_a_focused_context_lowers_context_relevance():
     assert [w["relevant"] for w in padded.metadata["windows"]] == [True, False]
 
 
+def test_padding_lowers_context_relevance_where_the_judge_cannot_tell_it_from_the_answer():
+    """A small judge gives a passage retrieved beside the answer about the P it gives the answer; the
+    embedder's share of sentences on the question still reads the padding."""
+    judge = judge_of(passage_yes=lambda passage, question: True)
+    focused = score(ContextRelevance(), Sample(id="1", question=QUESTION, contexts=FOCUSED), models(judge))
+    padded = score(ContextRelevance(), Sample(id="2", question=QUESTION, contexts=FOCUSED + PADDING), models(judge))
+    assert focused.metadata["mean_probability"] == padded.metadata["mean_probability"] == pytest.approx(0.9)
+    assert focused.metadata["n_sentences"] == 1 and padded.metadata["n_sentences"] == 3
+    assert padded.metadata["share_on_question"] < focused.metadata["share_on_question"]
+    assert padded.value < focused.value
+    assert focused.value == pytest.approx((0.9 * focused.metadata["share_on_question"]) ** 0.5, abs=1e-6)
+    assert "of their 3 sentences on the question" in padded.explanation
+
+
+def test_a_sentence_no_closer_to_the_question_than_an_unrelated_passage_is_not_on_it():
+    """The share is anchored at the embedder's cosine between the question and a passage about nothing
+    asked (its lean): the unrelated passage itself scores 0, a context of it scores 0 whatever the judge
+    says, and a sentence restating the question scores 1."""
+    from offline_eval.judging.verdicts import UNRELATED_PASSAGE
+
+    judge = judge_of(passage_yes=lambda passage, question: True)
+    nothing = score(ContextRelevance(), Sample(id="1", question=QUESTION, contexts=[UNRELATED_PASSAGE["en"]]),
+                    models(judge))
+    assert nothing.metadata["share_on_question"] == 0.0 and nothing.value == 0.0
+    assert nothing.metadata["mean_probability"] == pytest.approx(0.9)
+    restated = score(ContextRelevance(), Sample(id="2", question=QUESTION, contexts=[QUESTION]), models(judge))
+    assert restated.metadata["share_on_question"] == pytest.approx(1.0)
+
+
 def test_a_question_the_judge_says_yes_to_whatever_the_answer_is_corrected_for_its_lean():
     # the second question gets Yes for any answer, the empty one included: its lean is taken out
     judge = judge_of(gives=lambda question, answer: "1889" in answer or "colour" in question)
@@ -227,7 +256,9 @@ def test_a_calibration_fitted_before_the_mode_holds_for_ragas_definitions_only(t
 
 def test_both_modes_name_a_missing_embedder(tiny_profile, tmp_path):
     """answer_relevancy's verdicts embed a question's parts and the ragas mode its regenerated questions, so
-    each mode needs the embedder, and a run without its folder names the folder before it scores a row."""
+    each mode needs the embedder, and a run without its folder names the folder before it scores a row;
+    so does context_relevance's verdict mode, which embeds the contexts' sentences (Ragas' definition of it
+    embeds nothing)."""
     import offline_eval
     from offline_eval.run.config import ModelsMissing
 
@@ -241,3 +272,9 @@ def test_both_modes_name_a_missing_embedder(tiny_profile, tmp_path):
         with pytest.raises(ModelsMissing, match="gone"):
             offline_eval.evaluate(rows, ["answer_relevancy"], profile=str(manifest), cache=False,
                                   answer_relevancy_mode=mode)
+    assert ContextRelevance().roles == {"judge", "embedder"} and ContextRelevance(mode="ragas").roles == {"judge"}
+    with pytest.raises(ModelsMissing, match="gone"):
+        offline_eval.evaluate(rows, ["context_relevance"], profile=str(manifest), cache=False)
+    ragas = offline_eval.evaluate(rows, ["context_relevance"], profile=str(manifest), cache=False,
+                                  context_relevance_mode="ragas")
+    assert len(ragas.result_rows) == 1  # scored or unscored by the tiny judge, but run: no embedder asked for
