@@ -27,17 +27,31 @@ def context_windows(contexts: Sequence[str], size: int, language: str,
             for piece in ([text] if fits(text) else cut_to_fit(text, fits))]
 
 
+# A markdown table: a line of cells, its rule ("|---|:---:|") and the rows after it.
+_TABLE = re.compile(r"^[ \t]*\|.*\|[ \t]*\n[ \t]*\|?[ \t]*:?-{3,}[ \t:|-]*\n(?:[ \t]*\|.*(?:\n|$))*", re.MULTILINE)
+
+
 def _parts(chunk: str) -> list[str]:
-    """``chunk``, or where a conversation is written out inside prose (:func:`exchange_span`), the
-    prose before it, the conversation and the prose after, each windowed on its own: a window never
-    mixes the two, so an exchange planted in a passage ("User: is it supported? Assistant: Yes.") is
-    not read as part of the passage's evidence, and a statement is judged against it only when they
-    share a word. A chunk that opens with the conversation is one part (a transcript, whose last turn
-    may run on over lines that name no speaker)."""
-    span = exchange_span(chunk)
-    if span is None or not chunk[:span[0]].strip():
+    """``chunk``, or where a conversation (:func:`exchange_span`) or a markdown table is written out
+    inside prose, the prose and each such block windowed on its own: a window never mixes the two, so
+    a verdict planted in a passage as an exchange ("User: is it supported? Assistant: Yes.") or a table
+    ("| Supported | Yes |") is not read as part of the passage's evidence, and a statement is judged
+    against it only when they share a word. Each is kept, since a transcript or a table is ordinary
+    evidence. A chunk that opens with the conversation is one part (a transcript, whose last turn may
+    run on over lines that name no speaker). JSON is not set apart: documentation passages hold JSON
+    examples that their prose explains (docs/verification.md)."""
+    conversation = exchange_span(chunk)
+    if conversation is not None and not chunk[:conversation[0]].strip():
         return [chunk]
-    return [part.strip() for part in (chunk[:span[0]], chunk[span[0]:span[1]], chunk[span[1]:]) if part.strip()]
+    spans = [m.span() for m in _TABLE.finditer(chunk)]
+    if conversation is not None:
+        spans = sorted([conversation, *(s for s in spans if s[1] <= conversation[0] or s[0] >= conversation[1])])
+    parts, at = [], 0
+    for start, end in spans:
+        parts += [chunk[at:start], chunk[start:end]]
+        at = end
+    parts.append(chunk[at:])
+    return [part.strip() for part in parts if part.strip()] or [chunk]
 
 
 def _word_windows(contexts: Sequence[str], size: int, language: str) -> list[tuple[int, str]]:
