@@ -84,7 +84,8 @@ def context_coverage(embed: Vectors, s: Sample) -> float:
 
 def on_question(embed: Vectors, s: Sample, texts: list[str] | None = None) -> np.ndarray:
     """The cosine between the question and each sentence of the contexts (or of ``texts``)."""
-    return embed([x for c in (s.contexts if texts is None else texts) for x in sentences(c)]) @ embed([str(s.question)])[0]
+    texts = s.contexts if texts is None else texts
+    return embed([x for c in texts for x in sentences(c)]) @ embed([str(s.question)])[0]
 
 
 def mean_over_best(cosines: np.ndarray) -> float:

@@ -241,7 +241,7 @@ class ContextRelevance(SampleMetric):
 
     def configured(self) -> None:
         if self.options.mode == "ragas":  # Ragas' definition embeds nothing
-            self.roles = frozenset({"judge"})
+            self.roles = frozenset({"judge"})  # type: ignore[misc]
 
     def compute(self, sample, settings, lang):
         if self.options.mode == "ragas":
@@ -252,7 +252,7 @@ class ContextRelevance(SampleMetric):
         if not windows:
             return Score.unscored(reasons.EMPTY_CONTEXTS, "the contexts hold no text")
         figures = context_figures(windows)
-        value = context_relevance(windows, on_question["share_on_question"])
+        value = context_relevance(figures["mean_probability"], on_question["share_on_question"])
         stating = sum(w["relevant"] for w in windows)
         return Score(value, explanation=f"{stating} of {len(windows)} windows of the contexts state the answer "
                                         f"(mean P {figures['mean_probability']:.3f}, best "

@@ -14,6 +14,8 @@ import re
 from functools import cache
 from typing import Any, Generator, Sequence
 
+import numpy as np
+
 from offline_eval.engine.requests import ScoreOptions
 from offline_eval.judging.asking import embed_texts, parallel
 from offline_eval.judging.settings import EvalSettings
@@ -124,19 +126,19 @@ def share_on_question(question: str, contexts: Sequence[str],
     (docs/measurements.md)."""
     sentences = [s for c in contexts for s in split_sentences(str(c), language) if s.strip()]
     vectors = yield from embed_texts([str(question), UNRELATED_PASSAGE[language], *sentences])
-    unrelated = float(vectors[1] @ vectors[0])
-    room = max(1.0 - unrelated, 1e-6)
-    above = [min(max((float(v @ vectors[0]) - unrelated) / room, 0.0), 1.0) for v in vectors[2:]]
-    return {"share_on_question": sum(above) / len(above) if above else 0.0, "unrelated_cosine": unrelated,
+    cosines = vectors[1:] @ vectors[0]
+    unrelated = float(cosines[0])
+    above = np.clip((cosines[1:] - unrelated) / max(1.0 - unrelated, 1e-6), 0.0, 1.0)
+    return {"share_on_question": float(above.mean()) if len(above) else 0.0, "unrelated_cosine": unrelated,
             "n_sentences": len(above)}
 
 
-def context_relevance(windows: Sequence[dict[str, Any]], share: float) -> float:
+def context_relevance(mean_probability: float, share: float) -> float:
     """A context's relevance from its two readings: the geometric mean of the judge's (the windows' mean
     P(it states the answer), :func:`context_figures`) and the embedder's (:func:`share_on_question`), so a
     context scores high only when the judge finds the answer in it and little of it is off the
     question."""
-    return math.sqrt(context_figures(windows)["mean_probability"] * share)
+    return math.sqrt(mean_probability * share)
 
 
 def answer_verdicts(question: str, answer: str, contexts: Sequence[str] | None, language: str,
