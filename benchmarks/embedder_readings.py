@@ -8,17 +8,23 @@ Reads the per-row scores of the agreement runs above (their run folders, ``--run
 agreement.py names them) and recomputes each set's ROC AUC and pairwise accuracy with the default score
 multiplied by a reading of the starter embedder (all-MiniLM-L6-v2), asking the judge nothing:
 
-- answers, ``x coverage of the contexts``: the context sentences weighted by how far their cosine with the
-  question lies above the contexts' mean, each covered by its best cosine with a sentence of the answer: how
-  much of what the passages say on the question the answer carries (the Ragas paper's incomplete answers);
+- answers, each multiplying the judge's reading alone (the least P over the question's parts times a joined
+  question's balance, the default before the coverage joined it) where the answer addresses the question,
+  the reading of a declining answer left as the metric has it: ``x coverage of the contexts`` (first
+  measured), the context sentences weighted by how far their cosine with the question lies above the
+  contexts' mean, each covered by its best cosine with a sentence of the answer (how much of what the
+  passages say on the question the answer carries: the Ragas paper's incomplete answers), not read where
+  there are no contexts; and the coverage the metric now reads (``coverage`` in a score's metadata: the
+  weights anchored at the embedder's lean), as it is, as its square root, and as ``min(1, coverage / t)``
+  for t = 0.4, 0.5 (adopted, ``COMPLETE_FROM``) and 0.6;
 - contexts, ``x mean cosine``: the mean cosine between the question and each sentence of the contexts (how
   much of the contexts is on the question); ``x mean / best cosine``: the same over the best sentence's,
   which does not depend on the embedder's scale.
 
-Each is a reading that was measured and not adopted as it stands (docs/measurements.md says why). Two are in
-the metrics, with their figures in agreement.py's tables: a joined question's balance (answer_relevancy) and
-the mean cosine anchored at the embedder's lean, so that its scale is not the embedder's (context_relevance,
-``share_on_question``). For the contexts the readings multiply the judge's reading alone (the windows' mean
+Each is a reading that was measured and not adopted as it stands (docs/measurements.md says why). Three are
+in the metrics, with their figures in agreement.py's tables: a joined question's balance and the anchored
+coverage of the contexts up to 0.5 (answer_relevancy), and the mean cosine anchored at the embedder's lean,
+so that its scale is not the embedder's (context_relevance, ``share_on_question``). For the contexts the readings multiply the judge's reading alone (the windows' mean
 P, ``mean_probability``), which was the default when they were measured.
 """
 
@@ -71,15 +77,39 @@ def sentences(text: str) -> list[str]:
 
 
 def context_coverage(embed: Vectors, s: Sample) -> float:
-    """How much of what the contexts say on the question the answer carries (the module's docstring)."""
+    """How much of what the contexts say on the question the answer carries, weighted above the contexts'
+    mean (the module's docstring); 1 (not read) without contexts."""
     context = [x for c in s.contexts or [] for x in sentences(c)]
     if not context:
-        return 0.0
+        return 1.0
     vectors = embed(context)
     weight = vectors @ embed([str(s.question)])[0]
     weight = np.maximum(weight - weight.mean(), 0) + 1e-9
     covered = (vectors @ embed(sentences(s.answer or " ")).T).max(1)
-    return float((weight * covered).sum() / weight.sum())
+    return max(float((weight * covered).sum() / weight.sum()), 0.0)
+
+
+def judge_alone(score: dict[str, Any]) -> float:
+    """answer_relevancy's reading by the judge (and a joined question's balance) without the coverage."""
+    meta = score["metadata"]
+    return min(p["probability"] for p in meta["parts"]) * meta.get("balance", 1.0)
+
+
+def answered(score: dict[str, Any], addresses: float) -> float:
+    """answer_relevancy's value with ``addresses`` for its reading of an answer that addresses the
+    question, its reading of a declining answer as the metric has it."""
+    meta = score["metadata"]
+    return max(addresses, meta["declines"] * (1.0 - meta["held"])) if "held" in meta else addresses
+
+
+def coverage(score: dict[str, Any]) -> float | None:
+    return score["metadata"].get("coverage")
+
+
+def completeness(score: dict[str, Any], f: Callable[[float], float]) -> float:
+    """The judge's reading times ``f`` of the metric's coverage (1 where it is not read)."""
+    c = coverage(score)
+    return answered(score, judge_alone(score) * (1.0 if c is None else f(c)))
 
 
 def on_question(embed: Vectors, s: Sample, texts: list[str] | None = None) -> np.ndarray:
@@ -107,8 +137,14 @@ RECIPE, ABSURD = UNRELATED_PASSAGE["en"], ABSURD_STATEMENT["en"]
 Reading = Callable[[Vectors, Sample, dict[str, Any]], float]
 READINGS: dict[str, dict[str, Reading]] = {
     "answers": {
-        "x coverage of the contexts": lambda e, s, v: v["value"] * max(context_coverage(e, s), 0.0),
-        "x its square root": lambda e, s, v: v["value"] * max(context_coverage(e, s), 0.0) ** 0.5,
+        "the judge alone (before)": lambda e, s, v: answered(v, judge_alone(v)),
+        "x coverage of the contexts (above their mean)": lambda e, s, v: answered(
+            v, judge_alone(v) * context_coverage(e, s)),
+        "x the coverage anchored at the lean": lambda e, s, v: completeness(v, lambda c: c),
+        "x its square root": lambda e, s, v: completeness(v, lambda c: c ** 0.5),
+        "x min(1, coverage / 0.4)": lambda e, s, v: completeness(v, lambda c: min(1.0, c / 0.4)),
+        "x min(1, coverage / 0.5) (adopted)": lambda e, s, v: completeness(v, lambda c: min(1.0, c / 0.5)),
+        "x min(1, coverage / 0.6)": lambda e, s, v: completeness(v, lambda c: min(1.0, c / 0.6)),
     },
     "contexts": {
         "x mean cosine": lambda e, s, v: v["value"] * max(float(on_question(e, s).mean()), 0.0),
@@ -175,7 +211,8 @@ def main() -> int:
                            if v.get("value") is not None else v for k, v in default.items()}
             readings = {"plain prompt": run_scores(args.runs_dir, set_name, "plain", args.tag), "default": default}
             for name, read in READINGS[kind].items():
-                readings[("default " if name.startswith("x ") else "") + name] = {
+                readings[("judge " if kind == "answers" and name.startswith("x ") else "default "
+                          if name.startswith("x ") else "") + name] = {
                     s.id: {"value": read(embed, s, default[s.id])}
                     for s, _ in rows if default.get(s.id, {}).get("value") is not None}
             for name, scores in readings.items():
@@ -189,7 +226,9 @@ def main() -> int:
     notes = [f"code: {meta['code']}; scores: the agreement runs in {args.runs_dir} (tag '{args.tag}'); embedder: "
              "the starter all-MiniLM-L6-v2", "pairwise: by kind, the share where the better item scores higher "
              "(a tie counting half)", "contexts: 'default' is the judge's reading alone (the windows' mean P, "
-             "`mean_probability`), context_relevance's default before the share on the question joined it"]
+             "`mean_probability`), context_relevance's default before the share on the question joined it",
+             "answers: 'judge' is answer_relevancy's reading by the judge alone (and a joined question's balance), "
+             "its default before the coverage of the contexts joined it; 'default' is the run's score"]
     write_results(args.out, "The relevance verdicts times a reading of the embedder", meta, notes,
                   ["set", "reading", "ROC AUC", "pairwise"], cells, results)
     return 0

@@ -235,6 +235,10 @@ class Metric:
     # of at most n" before a window has finished. None: not declared (the line says "of ?"); a metric
     # that uses no model takes none.
     most_steps: ClassVar[int | None] = None
+    # raised when a change makes the metric's value mean something else under the same options and
+    # models, so that a calibration fitted, or a run begun, with the earlier reading is not taken for one
+    # of this reading (both compare config()); 0 adds nothing to config()
+    revision: ClassVar[int] = 0
     Options: ClassVar[type] = NoOptions
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
@@ -267,9 +271,10 @@ class Metric:
         return share if cls.higher_is_better else 1.0 - share
 
     def config(self) -> dict[str, Any]:
-        """What changes this metric's value besides the run's settings: its options (they enter the run
-        fingerprint)."""
-        return {k: list(v) if isinstance(v, tuple) else v for k, v in dataclasses.asdict(self.options).items()}
+        """What changes this metric's value besides the run's settings and models: its options and its
+        ``revision`` when it has one (they enter the run fingerprint and a calibration's settings)."""
+        options = {k: list(v) if isinstance(v, tuple) else v for k, v in dataclasses.asdict(self.options).items()}
+        return {**options, "revision": self.revision} if self.revision else options
 
     def with_options(self, **values: Any) -> "Metric":
         """A copy whose options take ``values`` (field name -> value; None keeps the current one)."""

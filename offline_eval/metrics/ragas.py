@@ -149,7 +149,8 @@ class AnswerRelevancy(SampleMetric):
     requires = ("question", "answer")
     roles = frozenset({"judge", "embedder"})  # both modes: the verdicts embed the questions a sentence joins
     description = ("does the answer address the question (the judge's P(Yes), corrected for its lean, "
-                   "times how evenly the answer covers two questions joined in one, by the embedder; "
+                   "times how evenly the answer covers two questions joined in one and how much of what "
+                   "the contexts say on the question it carries, both by the embedder; "
                    "an answer saying it cannot answer counts when the contexts do not hold the answer or "
                    "nothing was retrieved), or "
                    "Ragas' mean cosine between the question and questions regenerated from the answer")
@@ -165,6 +166,13 @@ class AnswerRelevancy(SampleMetric):
             ragas="the mean cosine between the question and questions the judge regenerates from the answer")})
         n: int = field(default=3, metadata={"help": "ragas mode: questions regenerated from each answer",
                                             "minimum": 1})
+
+    # the verdict mode's readings: 1 reads how much of its contexts an answer carries (issue #58)
+    VERDICT_REVISION = 1
+
+    def configured(self) -> None:
+        # Ragas' definition did not change (set both ways: with_options copies the instance)
+        self.revision = self.VERDICT_REVISION if self.options.mode == "verdict" else 0  # type: ignore[misc]
 
     def compute(self, sample, settings, lang):
         if self.options.mode == "ragas":
@@ -185,6 +193,9 @@ class AnswerRelevancy(SampleMetric):
                 least = min(got["joined"], key=lambda q: q["coverage"])["question"]
                 explanation += (f", times {got['balance']:.2f} for how evenly it covers the "
                                 f"{len(got['joined'])} questions joined in one (least: {least!r})")
+            if got.get("completeness", 1.0) < 1.0:
+                explanation += (f", times {got['completeness']:.2f} for carrying {got['coverage']:.2f} of what "
+                                "the contexts say on the question")
         return Score(value, explanation=explanation, metadata={"mode": "verdict", **got})
 
     def ragas(self, sample, settings, lang):
@@ -240,8 +251,8 @@ class ContextRelevance(SampleMetric):
             ragas="the share of context sentences the judge copies out as needed to answer the question")})
 
     def configured(self) -> None:
-        if self.options.mode == "ragas":  # Ragas' definition embeds nothing
-            self.roles = frozenset({"judge"})  # type: ignore[misc]
+        # Ragas' definition embeds nothing (set both ways: with_options copies the instance)
+        self.roles = frozenset({"judge"}) if self.options.mode == "ragas" else type(self).roles  # type: ignore[misc]
 
     def compute(self, sample, settings, lang):
         if self.options.mode == "ragas":

@@ -28,6 +28,9 @@ from offline_eval.prompts.ragas import (
 from offline_eval.text import split_sentences
 
 QUESTION_MARKS = ("?", "？")
+# The coverage of the contexts (:func:`context_coverage`) from which an answer counts as complete: chosen
+# among 0.4, 0.5 and 0.6 as the one that lowers no labelled set (docs/measurements.md).
+COMPLETE_FROM = 0.5
 
 
 def question_parts(question: str, language: str) -> list[str]:
@@ -115,22 +118,57 @@ def context_figures(windows: Sequence[dict[str, Any]]) -> dict[str, float]:
     return {"max_probability": max(p), "mean_probability": sum(p) / len(p)}
 
 
+def _above_lean(cosines: np.ndarray, unrelated: float) -> np.ndarray:
+    """How far each cosine with the question lies above the cosine of a passage that has nothing to do with
+    any question (:data:`UNRELATED_PASSAGE`, the embedder's lean, as an empty answer is the judge's), over
+    the room left up to 1, at least 0. Anchored at that lean, a sentence's weight means about the same
+    whatever the embedder's range of cosines."""
+    return np.clip((cosines - unrelated) / max(1.0 - unrelated, 1e-6), 0.0, 1.0)
+
+
 def share_on_question(question: str, contexts: Sequence[str],
                       language: str) -> Generator[Any, Any, dict[str, float]]:
-    """How much of the contexts is on the question, read by the embedder: each sentence of the contexts
-    scores how far its cosine with the question lies above the cosine of a passage that has nothing to do
-    with any question (:data:`UNRELATED_PASSAGE`, the embedder's lean, as an empty answer is the judge's),
-    over the room left up to 1, at least 0; the share is their mean. Anchored at that lean, the share
-    means about the same whatever the embedder's range of cosines. A small judge barely tells a passage
-    that states the answer from one retrieved beside it that does not; the embedder reads the padding
-    (docs/measurements.md)."""
+    """How much of the contexts is on the question, read by the embedder: the mean over the contexts'
+    sentences of how far each lies above the embedder's lean (:func:`_above_lean`). A small judge barely
+    tells a passage that states the answer from one retrieved beside it that does not; the embedder reads
+    the padding (docs/measurements.md)."""
     sentences = [s for c in contexts for s in split_sentences(str(c), language) if s.strip()]
     vectors = yield from embed_texts([str(question), UNRELATED_PASSAGE[language], *sentences])
     cosines = vectors[1:] @ vectors[0]
     unrelated = float(cosines[0])
-    above = np.clip((cosines[1:] - unrelated) / max(1.0 - unrelated, 1e-6), 0.0, 1.0)
+    above = _above_lean(cosines[1:], unrelated)
     return {"share_on_question": float(above.mean()) if len(above) else 0.0, "unrelated_cosine": unrelated,
             "n_sentences": len(above)}
+
+
+def context_coverage(question: str, answer: str, contexts: Sequence[str],
+                     language: str) -> Generator[Any, Any, float | None]:
+    """How much of what the contexts say on the question the answer carries, read by the embedder: each
+    sentence of the contexts weighs how far it lies above the embedder's lean (:func:`_above_lean`) and
+    counts as covered by its best cosine with a sentence of the answer (0 at least); the coverage is their
+    weighted mean. None, asking nothing, when there are no contexts or none of their sentences is on the
+    question: then it says nothing of the answer. The Ragas paper's answers of low relevance were answers "in an incomplete way"; a small judge
+    gives an answer cut to its first sentence a higher P(it addresses the question) than the whole
+    (docs/measurements.md)."""
+    sentences = [s for c in contexts for s in split_sentences(str(c), language) if s.strip()]
+    said = split_sentences(str(answer), language) or [str(answer)]
+    if not sentences:
+        return None
+    vectors = yield from embed_texts([str(question), UNRELATED_PASSAGE[language], *sentences, *said])
+    context, answer_vectors = vectors[2:2 + len(sentences)], vectors[2 + len(sentences):]
+    weights = _above_lean(context @ vectors[0], float(vectors[1] @ vectors[0]))
+    if weights.sum() <= 0:
+        return None
+    covered = np.clip((context @ answer_vectors.T).max(axis=1), 0.0, None)
+    return float((weights * covered).sum() / weights.sum())
+
+
+def completeness_of(coverage: float | None) -> float:
+    """The factor an answer's coverage of the contexts (:func:`context_coverage`) puts on its relevance: 1
+    from :data:`COMPLETE_FROM` up, in proportion below it, 1 when the coverage is not read. An answer need not
+    repeat all the passages say on the question (people rate shorter answers higher on MT-RAG); one that
+    carries less than half of it is read as incomplete."""
+    return 1.0 if coverage is None else min(1.0, coverage / COMPLETE_FROM)
 
 
 def context_relevance(mean_probability: float, share: float) -> float:
@@ -147,7 +185,9 @@ def answer_verdicts(question: str, answer: str, contexts: Sequence[str] | None, 
     (:func:`question_parts`), each corrected by its P(Yes) for an empty answer; for a question read whole
     that joins two (:func:`joined_questions`), times how evenly the answer covers them
     (:func:`balance_of`, read by the embedder), so that an answer to one of them scores below an answer
-    to both. An answer that says the information cannot be given is relevant as far as the contexts do
+    to both; times how much of what the contexts say on the question the answer carries
+    (:func:`completeness_of` its :func:`context_coverage`), so that an incomplete answer scores below a
+    complete one. An answer that says the information cannot be given is relevant as far as the contexts do
     not hold it (the best window's P, :func:`passage_verdicts`), when the judge reads it as declining.
     Where retrieval gave nothing (``contexts`` an empty list, or only blank ones) no passage holds the
     answer, so a declining answer scores its P(it declines), which is 1 when its first sentence says so in
@@ -158,13 +198,15 @@ def answer_verdicts(question: str, answer: str, contexts: Sequence[str] | None, 
              for part in parts for a in (answer, EMPTY_STATEMENT)]
     declines_prompt = ANSWER_DECLINES_OPTION.render(language, question=question, answer=answer)
     steps = [_asked([*asked, ScoreOptions(prompt=declines_prompt, options=YES_NO)])]
+    steps.append(context_coverage(question, answer, contexts or [], language))
     joined = joined_questions(question, language) if len(parts) == 1 else []
     if len(joined) > 1:
         steps.append(part_coverage(joined, answer, language))
-    probs, *covered = yield from parallel(*steps)
+    probs, coverage, *covered = yield from parallel(*steps)
     verdicts = [option_verdict(p, (lean,), settings) for p, lean in zip(probs[0:-1:2], probs[1:-1:2])]
     balance = balance_of(covered[0]) if covered else 1.0
-    addresses = min(v.probability for v in verdicts) * balance
+    completeness = completeness_of(coverage)
+    addresses = min(v.probability for v in verdicts) * balance * completeness
     declined = option_verdict(probs[-1], (), settings)
     retrieved_nothing = contexts is not None and not any(str(c).strip() for c in contexts)
     in_words = retrieved_nothing and says_it_cannot_answer(answer, language)
@@ -178,6 +220,8 @@ def answer_verdicts(question: str, answer: str, contexts: Sequence[str] | None, 
     if covered:
         out.update(joined=[{"question": q, "coverage": round(c, 6)} for q, c in zip(joined, covered[0])],
                    balance=round(balance, 6))
+    if coverage is not None:
+        out.update(coverage=round(coverage, 6), completeness=round(completeness, 6))
     if retrieved_nothing and (in_words or declined.supported):
         out.update(held=0.0, retrieved_nothing=True, declines_in_words=in_words, value=max(addresses, declines))
     elif contexts and declined.supported:

@@ -111,6 +111,29 @@ def test_an_answer_to_one_part_of_a_joined_question_scores_below_an_answer_to_bo
     assert "balance" not in follow_up.metadata  # sentences are asked of the judge one by one instead
 
 
+def test_an_answer_cut_to_its_first_sentence_scores_below_the_whole():
+    """Issue #58 (the Ragas paper's answers "in an incomplete way"): a judge that says Yes to any answer, as
+    a small one does to a cut answer, cannot tell the whole from its first sentence; how much of what the
+    contexts say on the question the answer carries, read by the embedder, can."""
+    question = "What did Acme announce at its 2021 shareholder meeting?"
+    contexts = ["At its 2021 shareholder meeting Acme announced a new chief executive, Dana Reyes. "
+                "Acme also announced at the meeting that it will open a factory in Berlin in 2022. "
+                "The shareholder meeting approved a dividend of two euros a share, Acme announced."]
+    whole = ("Acme announced Dana Reyes as its new chief executive. It announced a Berlin factory opening in "
+             "2022. It announced a dividend of two euros a share.")
+    judge = judge_of(gives=lambda part, answer: bool(answer))
+    complete = score(AnswerRelevancy(), Sample(id="1", question=question, answer=whole, contexts=contexts),
+                     models(judge))
+    cut = score(AnswerRelevancy(), Sample(id="2", question=question, answer=whole.split(". ")[0] + ".",
+                                          contexts=contexts), models(judge))
+    assert cut.value < complete.value
+    assert cut.metadata["coverage"] < complete.metadata["coverage"]
+    assert cut.metadata["completeness"] < 1.0 and "of what the contexts say" in cut.explanation
+    assert cut.metadata["parts"][0]["probability"] == pytest.approx(complete.metadata["parts"][0]["probability"])
+    alone = score(AnswerRelevancy(), Sample(id="3", question=question, answer=whole), models(judge))
+    assert "coverage" not in alone.metadata  # no contexts: nothing to be complete against
+
+
 def test_declining_is_relevant_only_when_the_contexts_do_not_hold_the_answer():
     judge = judge_of()
     answer = "I cannot answer that from these passages."
@@ -118,7 +141,9 @@ def test_declining_is_relevant_only_when_the_contexts_do_not_hold_the_answer():
     evasive = score(AnswerRelevancy(), Sample(id="2", question=QUESTION, answer=answer, contexts=FOCUSED), models(judge))
     alone = score(AnswerRelevancy(), Sample(id="3", question=QUESTION, answer=answer), models(judge))
     assert honest.value > 0.5 > evasive.value
-    assert evasive.value == pytest.approx(alone.value)  # without contexts a declining answer gives nothing
+    # without contexts a declining answer gives nothing; beside contexts that hold the answer it is also
+    # incomplete: it carries nothing of what they say on the question
+    assert evasive.value < alone.value and evasive.metadata["completeness"] < 1.0
     assert honest.metadata["held"] < 0.5 < evasive.metadata["held"]
 
 
@@ -252,6 +277,35 @@ def test_a_calibration_fitted_before_the_mode_holds_for_ragas_definitions_only(t
     for name, metric in (("answer_relevancy", AnswerRelevancy), ("context_relevance", ContextRelevance)):
         assert find_calibration([read[name]], name, {"judge": "j1"}, settings, metric(mode="ragas").config())
         assert find_calibration([read[name]], name, {"judge": "j1"}, settings, metric().config()) is None
+
+
+def test_a_calibration_or_a_run_of_the_earlier_verdict_reading_is_not_taken_for_this_one():
+    """The verdict mode's reading changed meaning (the coverage of the contexts): a calibration fitted, or a
+    run begun, with the earlier reading (options without a revision) no longer matches; Ragas' definition,
+    unchanged, still does."""
+    from offline_eval.people.calibration import find_calibration, fit_calibration
+    from offline_eval.run.runner import run_fingerprint
+
+    settings = EvalSettings()
+    earlier = {"mode": "verdict", "n": 3}
+    c = fit_calibration("answer_relevancy", {"judge": "j1"}, settings, [0.1, 0.2, 0.8, 0.9], [0, 0, 1, 1],
+                        options=earlier)
+    now = AnswerRelevancy()
+    assert now.config() == {**earlier, "revision": AnswerRelevancy.VERDICT_REVISION}
+    assert find_calibration([c], "answer_relevancy", {"judge": "j1"}, settings, now.config()) is None
+    refit = fit_calibration("answer_relevancy", {"judge": "j1"}, settings, [0.1, 0.2, 0.8, 0.9], [0, 0, 1, 1],
+                            options=now.config())
+    assert find_calibration([refit], "answer_relevancy", {"judge": "j1"}, settings, now.config()) is refit
+    ragas = now.with_options(mode="ragas")
+    assert "revision" not in ragas.config() and ragas.with_options(mode="verdict").config() == now.config()
+    assert ContextRelevance(mode="ragas").with_options(mode="verdict").roles == {"judge", "embedder"}
+
+    class Earlier(AnswerRelevancy):  # the same metric as a run recorded it before the revision
+        def config(self):
+            return earlier
+    samples = [Sample(id="1", question=QUESTION, answer="It opened in 1889.")]
+    assert (run_fingerprint(samples, [Earlier()], settings, {}, False)
+            != run_fingerprint(samples, [now], settings, {}, False))
 
 
 def test_both_modes_name_a_missing_embedder(tiny_profile, tmp_path):

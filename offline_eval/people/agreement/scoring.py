@@ -442,7 +442,8 @@ def _calibrate_from_run(args: Any, config_of: ConfigOf) -> tuple[Metric, dict[st
         metric = metric.with_options(**{k: tuple(v) if isinstance(v, list) else v for k, v in options.items()})
     if metric.config() != (recorded or metric.config()):
         raise ValueError(f"calibrate --run: {metric.name} is not defined as it was in the run (its criteria file "
-                         "changed since?); give the definition the run was scored with")
+                         "changed since, or this version of offline-eval reads it anew: its revision?); give the "
+                         "definition the run was scored with, or score the run again")
     source = {"run": str(run_dir), "fingerprint": info.get("fingerprint"), "labels": str(labels_path),
               "unscored": dict(unscored), "excluded": dict(sorted(excluded.items()))}
     home = None
