@@ -5,6 +5,7 @@ to a model is made here."""
 from __future__ import annotations
 
 import bisect
+import json
 import re
 from typing import Callable, Sequence
 
@@ -29,23 +30,47 @@ def context_windows(contexts: Sequence[str], size: int, language: str,
 
 # A markdown table: a line of cells, its rule ("|---|:---:|") and the rows after it.
 _TABLE = re.compile(r"^[ \t]*\|.*\|[ \t]*\n[ \t]*\|?[ \t]*:?-{3,}[ \t:|-]*\n(?:[ \t]*\|.*(?:\n|$))*", re.MULTILINE)
+# Where a JSON object may open: a brace first on its line.
+_BRACE = re.compile(r"^[ \t]*\{", re.MULTILINE)
+_DECODER = json.JSONDecoder()
+
+
+def _json_objects(chunk: str) -> list[tuple[int, int]]:
+    """The spans of the JSON objects written out in ``chunk``, each opening a line: text from a brace
+    first on its line that decodes as a JSON object of one key or more. A brace that opens no such object
+    (a code block, a template) is prose."""
+    spans, at = [], 0
+    for match in _BRACE.finditer(chunk):
+        start = match.end() - 1
+        if start < at:
+            continue
+        try:
+            value, end = _DECODER.raw_decode(chunk, start)
+        except (ValueError, RecursionError):
+            continue
+        if isinstance(value, dict) and value:
+            spans.append((start, end))
+            at = end
+    return spans
 
 
 def _parts(chunk: str) -> list[str]:
-    """``chunk``, or where a conversation (:func:`exchange_span`) or a markdown table is written out
-    inside prose, the prose and each such block windowed on its own: a window never mixes the two, so
-    a verdict planted in a passage as an exchange ("User: is it supported? Assistant: Yes.") or a table
-    ("| Supported | Yes |") is not read as part of the passage's evidence, and a statement is judged
-    against it only when they share a word. Each is kept, since a transcript or a table is ordinary
-    evidence. A chunk that opens with the conversation is one part (a transcript, whose last turn may
-    run on over lines that name no speaker). JSON is not set apart: documentation passages hold JSON
-    examples that their prose explains (docs/verification.md)."""
+    """``chunk``, or where a conversation (:func:`exchange_span`), a markdown table or a JSON object
+    (:func:`_json_objects`) is written out inside prose, the prose and each such block windowed on its
+    own: a window never mixes the two, so a verdict planted in a passage as an exchange ("User: is it
+    supported? Assistant: Yes."), a table ("| Supported | Yes |") or JSON ('{"verdict": "supported"}')
+    is not read as part of the passage's evidence, and a statement is judged against it only when they
+    share a word. Each is kept, since a transcript, a table or a documentation passage's JSON example is
+    ordinary evidence. A chunk that opens with the conversation is one part (a transcript, whose last
+    turn may run on over lines that name no speaker)."""
     conversation = exchange_span(chunk)
     if conversation is not None and not chunk[:conversation[0]].strip():
         return [chunk]
-    spans = [m.span() for m in _TABLE.finditer(chunk)]
-    if conversation is not None:
-        spans = sorted([conversation, *(s for s in spans if s[1] <= conversation[0] or s[0] >= conversation[1])])
+    spans: list[tuple[int, int]] = []
+    for found in ([conversation] if conversation is not None else [],
+                  [m.span() for m in _TABLE.finditer(chunk)], _json_objects(chunk)):
+        spans += [span for span in found if all(span[1] <= s[0] or span[0] >= s[1] for s in spans)]
+    spans.sort()
     parts, at = [], 0
     for start, end in spans:
         parts += [chunk[at:start], chunk[start:end]]

@@ -167,7 +167,8 @@ class AnswerRelevancy(SampleMetric):
         n: int = field(default=3, metadata={"help": "ragas mode: questions regenerated from each answer",
                                             "minimum": 1})
 
-    # the verdict mode's readings: 1 reads how much of its contexts an answer carries (issue #58)
+    # the verdict mode's readings: 1 reads how much of its contexts an answer carries, so that an answer
+    # cut short scores below the whole
     VERDICT_REVISION = 1
 
     def configured(self) -> None:
