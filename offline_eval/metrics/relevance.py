@@ -118,6 +118,12 @@ def context_figures(windows: Sequence[dict[str, Any]]) -> dict[str, float]:
     return {"max_probability": max(p), "mean_probability": sum(p) / len(p)}
 
 
+def sentences_of(contexts: Sequence[str], language: str) -> list[str]:
+    """The sentences of the contexts, in order, blank ones left out: what the embedder's readings of the
+    contexts (:func:`share_on_question`, :func:`context_coverage`) weigh one by one."""
+    return [s for c in contexts for s in split_sentences(str(c), language) if s.strip()]
+
+
 def _above_lean(cosines: np.ndarray, unrelated: float) -> np.ndarray:
     """How far each cosine with the question lies above the cosine of a passage that has nothing to do with
     any question (:data:`UNRELATED_PASSAGE`, the embedder's lean, as an empty answer is the judge's), over
@@ -132,7 +138,7 @@ def share_on_question(question: str, contexts: Sequence[str],
     sentences of how far each lies above the embedder's lean (:func:`_above_lean`). A small judge barely
     tells a passage that states the answer from one retrieved beside it that does not; the embedder reads
     the padding (docs/measurements.md)."""
-    sentences = [s for c in contexts for s in split_sentences(str(c), language) if s.strip()]
+    sentences = sentences_of(contexts, language)
     vectors = yield from embed_texts([str(question), UNRELATED_PASSAGE[language], *sentences])
     cosines = vectors[1:] @ vectors[0]
     unrelated = float(cosines[0])
@@ -147,13 +153,13 @@ def context_coverage(question: str, answer: str, contexts: Sequence[str],
     sentence of the contexts weighs how far it lies above the embedder's lean (:func:`_above_lean`) and
     counts as covered by its best cosine with a sentence of the answer (0 at least); the coverage is their
     weighted mean. None, asking nothing, when there are no contexts or none of their sentences is on the
-    question: then it says nothing of the answer. The Ragas paper's answers of low relevance were answers "in an incomplete way"; a small judge
-    gives an answer cut to its first sentence a higher P(it addresses the question) than the whole
-    (docs/measurements.md)."""
-    sentences = [s for c in contexts for s in split_sentences(str(c), language) if s.strip()]
-    said = split_sentences(str(answer), language) or [str(answer)]
+    question: then it says nothing of the answer. The Ragas paper's answers of low relevance were answers
+    "in an incomplete way"; a small judge gives an answer cut to its first sentence a higher P(it addresses
+    the question) than the whole (docs/measurements.md)."""
+    sentences = sentences_of(contexts, language)
     if not sentences:
         return None
+    said = split_sentences(str(answer), language) or [str(answer)]
     vectors = yield from embed_texts([str(question), UNRELATED_PASSAGE[language], *sentences, *said])
     context, answer_vectors = vectors[2:2 + len(sentences)], vectors[2 + len(sentences):]
     weights = _above_lean(context @ vectors[0], float(vectors[1] @ vectors[0]))
