@@ -213,6 +213,38 @@ def split_sentences(text: str, language: str | None = None) -> list[str]:
     return list(split(text, normalize_language(language, text)))
 
 
+# A markdown table: a line of cells, its rule ("|---|:---:|") and the rows after it.
+_TABLE = re.compile(r"^[ \t]*\|.*\|[ \t]*\n[ \t]*\|?[ \t]*:?-{3,}[ \t:|-]*\n(?:[ \t]*\|.*(?:\n|$))*", re.MULTILINE)
+
+
+def markdown_tables(text: str) -> list[tuple[int, int]]:
+    """The spans of the markdown tables written out in ``text``: a line of cells, its rule line and the
+    rows after it."""
+    return [m.span() for m in _TABLE.finditer(text)]
+
+
+def _cells(line: str) -> list[str]:
+    line = line.strip()
+    return [cell.strip() for cell in line[line.startswith("|"):len(line) - line.endswith("|")].split("|")]
+
+
+def table_rows(table: str, language: str) -> list[str]:
+    """Each row of a markdown ``table`` as a sentence of its own, its cells named by the header's
+    ("Name: Ada; Born: 1815"): a row read without its header is a fragment ("| Ada | 1815 |"), and the
+    header and the rule line state nothing. Empty cells are dropped; a row with none left is none."""
+    lines = [line for line in table.strip().splitlines() if line.strip()]
+    header = _cells(lines[0]) if lines else []
+    named, joined = ("：", "；") if language == "zh" else (": ", "; ")
+    rows = []
+    for line in lines[2:]:
+        cells = _cells(line)
+        pairs = [f"{header[i]}{named}{cell}" if i < len(header) and header[i] else cell
+                 for i, cell in enumerate(cells) if cell]
+        if pairs:
+            rows.append(joined.join(pairs))
+    return rows
+
+
 def count_units(text: str, language: str | None = None) -> int:
     """Length of ``text`` as the RAGEval EIR counts it.
 

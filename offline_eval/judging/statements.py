@@ -13,7 +13,7 @@ from offline_eval.judging.settings import EvalSettings
 from offline_eval.judging.verdicts import UNRELATED_PASSAGE, support_matrix
 from offline_eval.judging.windows import topic_terms
 from offline_eval.prompts.ragas import CLAIMS
-from offline_eval.text import split_sentences
+from offline_eval.text import markdown_tables, split_sentences, table_rows
 
 _WORD = re.compile(r"[^\W_]")
 
@@ -65,7 +65,8 @@ def answer_statements(answer: str, question: str | None, language: str, settings
     """The statements of ``answer`` to verify, by ``mode`` (default ``settings.claims``).
 
     ``auto``: an answer of at most ``settings.short_answer_sentences`` sentences is one statement, the
-    answer itself; a longer one is verified sentence by sentence. ``llm``: the judge's claims (Ragas).
+    answer itself; a longer one is verified sentence by sentence, and so is one that holds a table (each
+    row a statement of its own: :func:`answer_sentences`). ``llm``: the judge's claims (Ragas).
     ``sentences``: the answer's sentences. Measured with the 0.5B bench judge (docs/verification.md,
     "What is verified"): the judge's claims of a one-line answer mostly rephrase it or copy the user's
     message, and on multi-sentence summaries they ranked worse than the sentences at many times the
@@ -79,21 +80,40 @@ def answer_statements(answer: str, question: str | None, language: str, settings
     mode = mode or settings.claims
     if mode not in ("auto", "llm", "sentences"):
         raise ValueError(f"unknown claims mode {mode!r} (auto, llm, sentences)")
-    # a "sentence" without a letter or digit ("```", "}", "|---|", "!") states nothing
-    texts = [t for t in dict.fromkeys(split_sentences(answer, language)) if _WORD.search(t)]
+    rows_of = answer_sentences(answer, language)  # each sentence, and the table it is a row of or None
     if mode == "llm":
-        texts = yield from extract_claims(answer, question, language, settings)
-    notes = ((yield from grading_notes(texts, language, settings, [str(question or ""), *about])) if about is not None
-             else [False] * len(texts))
+        rows_of = dict.fromkeys((yield from extract_claims(answer, question, language, settings)))
+    texts = list(rows_of)
+    notes = ((yield from grading_notes(texts, language, settings, [str(question or ""), *about],
+                                       tables=list(rows_of.values())))
+             if about is not None else [False] * len(texts))
     left_out = [t for t, note in zip(texts, notes) if note]
     if left_out:
         texts = [t for t, note in zip(texts, notes) if not note]
     if mode == "llm":
         return Statements(texts, "llm", left_out)
-    if mode == "auto" and len(texts) <= max(0, settings.short_answer_sentences):
-        whole = ("" if language == "zh" else " ").join(texts) if left_out or not texts else answer.strip()
+    has_rows = any(rows_of[t] is not None for t in texts)
+    if mode == "auto" and not has_rows and len(texts) <= max(0, settings.short_answer_sentences):
+        whole = (("" if language == "zh" else " ").join(texts) if left_out or not texts or markdown_tables(answer)
+                 else answer.strip())
         return Statements([whole] if whole else [], "whole", left_out)
     return Statements(texts, "sentences", left_out)
+
+
+def answer_sentences(answer: str, language: str) -> dict[str, int | None]:
+    """The sentences of ``answer``, each once, in order, each mapped to the table it is a row of (its
+    index among the answer's tables) or None. A markdown table is read row by row, each row with its
+    header's names (:func:`table_rows`): its lines alone are fragments ("| Ada | 1815 |") or state
+    nothing (the header, the rule). A "sentence" without a letter or digit ("```", "}", "!") states
+    nothing and is dropped."""
+    out: dict[str, int | None] = {}
+    at = 0
+    for n, (start, end) in enumerate(markdown_tables(answer)):
+        out.update((t, None) for t in split_sentences(answer[at:start], language) if t not in out)
+        out.update((t, n) for t in table_rows(answer[start:end], language) if t not in out)
+        at = end
+    out.update((t, None) for t in split_sentences(answer[at:], language) if t not in out)
+    return {t: table for t, table in out.items() if _WORD.search(t)}
 
 
 def left_out_note(statements: Statements) -> str:
@@ -107,7 +127,7 @@ def left_out_note(statements: Statements) -> str:
 
 
 def grading_notes(statements: Sequence[str], language: str, settings: EvalSettings,
-                  about: Sequence[str] = ()) -> Generator[Any, Any, list[bool]]:
+                  about: Sequence[str] = (), tables: Sequence[int | None] = ()) -> Generator[Any, Any, list[bool]]:
     """Which of an answer's ``statements`` speak to its grader rather than about the world: those that
     share no content word with what the answer is ``about`` (its question and contexts: a note to the
     grader talks about the grading) and that the judge says a passage having nothing to do with them
@@ -117,7 +137,12 @@ def grading_notes(statements: Sequence[str], language: str, settings: EvalSettin
     answer that carries one. A statement about the same things as the contexts is never left out (the
     recipe-like passage also "supports" a how-to step such as "Select the catalog."). Asked where the
     judge gives option verdicts with the probes on, of an answer with two statements or more; when
-    every statement would be left out, none is (an answer has to be judged on something)."""
+    every statement would be left out, none is (an answer has to be judged on something).
+
+    ``tables``: the table each statement is a row of (None: not a row; :func:`answer_sentences`). A
+    table is written as one: when one of its rows speaks to the grader, so do its other rows that share
+    no word with what the answer is about (a verdict planted as a table mixes rows the unrelated passage
+    "supports", "Statement supported: Yes", with rows it does not, "Faithfulness: 1.0")."""
     asked = (settings.verdicts == "options" and not settings.claims_checked_by_classifier
              and settings.credulity_limit < 1.0 and len(statements) >= 2)
     if not asked:
@@ -129,6 +154,8 @@ def grading_notes(statements: Sequence[str], language: str, settings: EvalSettin
     [row] = yield from support_matrix([UNRELATED_PASSAGE[language]], [statements[n] for n in candidates], language,
                                       settings, passages=False)
     flagged = {n for n, v in zip(candidates, row) if v.probability > settings.credulity_limit}
+    noted_tables = {tables[n] for n in flagged if n < len(tables)} - {None}
+    flagged |= {n for n in candidates if n < len(tables) and tables[n] in noted_tables}
     if len(flagged) == len(statements):
         flagged = set()
     return [n in flagged for n in range(len(statements))]

@@ -10,7 +10,7 @@ import re
 from typing import Callable, Sequence
 
 from offline_eval.data.schema import exchange_span
-from offline_eval.text import count_units, split_sentences
+from offline_eval.text import count_units, markdown_tables, split_sentences
 
 
 def context_windows(contexts: Sequence[str], size: int, language: str,
@@ -28,8 +28,6 @@ def context_windows(contexts: Sequence[str], size: int, language: str,
             for piece in ([text] if fits(text) else cut_to_fit(text, fits))]
 
 
-# A markdown table: a line of cells, its rule ("|---|:---:|") and the rows after it.
-_TABLE = re.compile(r"^[ \t]*\|.*\|[ \t]*\n[ \t]*\|?[ \t]*:?-{3,}[ \t:|-]*\n(?:[ \t]*\|.*(?:\n|$))*", re.MULTILINE)
 # Where a JSON object may open: a brace first on its line.
 _BRACE = re.compile(r"^[ \t]*\{", re.MULTILINE)
 _DECODER = json.JSONDecoder()
@@ -68,7 +66,7 @@ def _parts(chunk: str) -> list[str]:
         return [chunk]
     spans: list[tuple[int, int]] = []
     for found in ([conversation] if conversation is not None else [],
-                  [m.span() for m in _TABLE.finditer(chunk)], _json_objects(chunk)):
+                  markdown_tables(chunk), _json_objects(chunk)):
         spans += [span for span in found if all(span[1] <= s[0] or span[0] >= s[1] for s in spans)]
     spans.sort()
     parts, at = [], 0

@@ -7,9 +7,11 @@ import pytest
 from offline_eval.text import (
     count_units,
     detect_language,
+    markdown_tables,
     normalize_language,
     rouge_sentences,
     split_sentences,
+    table_rows,
 )
 
 
@@ -150,3 +152,14 @@ def test_rouge_sentences_cut_after_chinese_punctuation() -> None:
     # A whitespace-only piece is kept as the single empty token, as rouge_chinese does.
     assert rouge_sentences("a? \nb", "en") == [["a?"], [""], ["b"]]
     assert rouge_sentences("", "en") == []
+
+
+# ------------------------------------------------------------------ tables
+
+def test_a_table_row_is_read_with_its_headers_names() -> None:
+    text = "Rivers:\n\n| City | River | Note |\n| :--- | ---: |---|\n| Paris | Seine | |\n|  | Rhône | long |\n| | |\nDone."
+    [(start, end)] = markdown_tables(text)
+    assert text[:start] == "Rivers:\n\n" and text[end:] == "Done."
+    assert table_rows(text[start:end], "en") == ["City: Paris; River: Seine", "River: Rhône; Note: long"]
+    assert table_rows("| 城市 | 河流 |\n|---|---|\n| 巴黎 | 塞纳河 | 法国 |", "zh") == ["城市：巴黎；河流：塞纳河；法国"]
+    assert markdown_tables("Choose Save | Export | PDF.\n| not | a table |") == []
