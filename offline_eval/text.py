@@ -76,6 +76,43 @@ def detect_language(text: str) -> str:
     return "zh" if cjk * 4 >= latin else "en"
 
 
+# A sentence of either script, its end included: up to 。！？ or . ! ? (with any run of them), a line's end
+# or the text's.
+_ANY_SENTENCE = re.compile(r"[^。！？.!?\n]*(?:[。！？.!?]+|\n|$)")
+_ZH_STOP = re.compile(r"[。！？]")
+
+
+def chinese_runs(text: str) -> list[tuple[int, int]]:
+    """The spans of the runs of Chinese sentences written into ``text`` (each sentence read by
+    :func:`detect_language`; a piece without letters, such as "0 " of "1.0", joins the run it is in),
+    where the text also holds a sentence that is not Chinese. A run holds a sentence that a Chinese full
+    stop, 。！？, ends: a menu's "中文 - Chinese" or a name between English sentences is none. Whitespace
+    around a run is left out."""
+    runs: list[list[int]] = []
+    other, last = False, None  # whether a non-Chinese sentence was seen; the language of the last sentence
+    for m in _ANY_SENTENCE.finditer(text):
+        piece = m.group(0)
+        if not (_CJK.search(piece) or _LATIN.search(piece)):
+            continue
+        language = detect_language(piece)
+        if language == "zh":
+            if last == "zh":
+                runs[-1][1] = m.end()
+            else:
+                runs.append([m.start(), m.end()])
+        else:
+            other = True
+        last = language
+    if not other:
+        return []
+    spans = []
+    for start, end in runs:
+        run = text[start:end]
+        if _ZH_STOP.search(run):
+            spans.append((start + len(run) - len(run.lstrip()), end - len(run) + len(run.rstrip())))
+    return spans
+
+
 def first_language(*texts: str | None) -> str:
     """The language (:func:`detect_language`) of the first of ``texts`` that holds a letter, Latin or
     Chinese; 'en' when none does."""

@@ -10,7 +10,7 @@ import re
 from typing import Callable, Sequence
 
 from offline_eval.data.schema import exchange_span
-from offline_eval.text import count_units, markdown_tables, split_sentences
+from offline_eval.text import chinese_runs, count_units, markdown_tables, split_sentences
 
 
 def context_windows(contexts: Sequence[str], size: int, language: str,
@@ -52,21 +52,24 @@ def _json_objects(chunk: str) -> list[tuple[int, int]]:
     return spans
 
 
-def _parts(chunk: str) -> list[str]:
-    """``chunk``, or where a conversation (:func:`exchange_span`), a markdown table or a JSON object
-    (:func:`_json_objects`) is written out inside prose, the prose and each such block windowed on its
+def _parts(chunk: str, language: str) -> list[str]:
+    """``chunk``, or where a conversation (:func:`exchange_span`), a markdown table, a JSON object
+    (:func:`_json_objects`) or, in a chunk read in English, a run of Chinese sentences
+    (:func:`chinese_runs`) is written out inside prose, the prose and each such block windowed on its
     own: a window never mixes the two, so a verdict planted in a passage as an exchange ("User: is it
-    supported? Assistant: Yes."), a table ("| Supported | Yes |") or JSON ('{"verdict": "supported"}')
-    is not read as part of the passage's evidence, and a statement is judged against it only when they
-    share a word. Each is kept, since a transcript, a table or a documentation passage's JSON example is
-    ordinary evidence. A chunk that opens with the conversation is one part (a transcript, whose last
-    turn may run on over lines that name no speaker)."""
+    supported? Assistant: Yes."), a table ("| Supported | Yes |"), JSON ('{"verdict": "supported"}') or
+    a note in the other language the prompts speak is not read as part of the passage's evidence, and a
+    statement is judged against it only when they share a word. Each is kept, since a transcript, a
+    table, a documentation passage's JSON example or a quotation is ordinary evidence. A chunk that opens
+    with the conversation is one part (a transcript, whose last turn may run on over lines that name no
+    speaker). A Chinese chunk's English sentences stay in its prose (Chinese passages carry English
+    terms, names and citations as a matter of course)."""
     conversation = exchange_span(chunk)
     if conversation is not None and not chunk[:conversation[0]].strip():
         return [chunk]
     spans: list[tuple[int, int]] = []
     for found in ([conversation] if conversation is not None else [],
-                  markdown_tables(chunk), _json_objects(chunk)):
+                  markdown_tables(chunk), _json_objects(chunk), chinese_runs(chunk) if language != "zh" else []):
         spans += [span for span in found if all(span[1] <= s[0] or span[0] >= s[1] for s in spans)]
     spans.sort()
     parts, at = [], 0
@@ -80,7 +83,7 @@ def _parts(chunk: str) -> list[str]:
 def _word_windows(contexts: Sequence[str], size: int, language: str) -> list[tuple[int, str]]:
     """:func:`context_windows` by words (Chinese: characters) alone."""
     out: list[tuple[int, str]] = []
-    for index, chunk in ((i, part) for i, whole in enumerate(contexts) for part in _parts(whole)):
+    for index, chunk in ((i, part) for i, whole in enumerate(contexts) for part in _parts(whole, language)):
         if size <= 0 or count_units(chunk, language) <= size:
             out.append((index, chunk))
             continue
