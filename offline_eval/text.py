@@ -1,4 +1,6 @@
-"""Language detection, sentence splitting and tokenisation for English and Chinese.
+"""Language detection, sentence splitting and tokenisation for English and Chinese, and the shapes
+written into a text that are not sentences of its prose: markdown tables (read row by row) and runs of
+Chinese sentences inside English.
 
 Shared by the generation metrics, the RAGEval retrieval metrics and the retriever benchmark, so a
 sentence means the same thing everywhere.
