@@ -90,6 +90,8 @@ def chinese_runs(text: str) -> list[tuple[int, int]]:
     where the text also holds a sentence that is not Chinese. A run holds a sentence that a Chinese full
     stop, 。！？, ends: a menu's "中文 - Chinese" or a name between English sentences is none. Whitespace
     around a run is left out."""
+    if not _CJK.search(text):  # the common case, on every chunk of every English row: nothing to read
+        return []
     runs: list[list[int]] = []
     other, last = False, None  # whether a non-Chinese sentence was seen; the language of the last sentence
     for m in _ANY_SENTENCE.finditer(text):
