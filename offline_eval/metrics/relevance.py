@@ -19,6 +19,7 @@ import numpy as np
 from offline_eval.engine.requests import ScoreOptions
 from offline_eval.judging.asking import embed_texts, parallel
 from offline_eval.judging.settings import EvalSettings
+from offline_eval.judging.statements import answer_sentences
 from offline_eval.judging.verdicts import EMPTY_STATEMENT, UNRELATED_PASSAGE, YES_NO, fits_beside, option_verdict
 from offline_eval.judging.windows import context_windows
 from offline_eval.prompts.base import QuestionInConversation
@@ -59,12 +60,19 @@ def _joins(language: str) -> re.Pattern[str]:
     return re.compile(QUESTION_JOINS[language], re.IGNORECASE)
 
 
+def _said(answer: str, language: str) -> list[str]:
+    """The answer's sentences as the embedder reads them: as faithfulness verifies them
+    (:func:`~offline_eval.judging.statements.answer_sentences`: a table's rows named by its header, a line
+    without a letter or digit dropped), or the answer whole when it has none."""
+    return list(answer_sentences(str(answer), language)) or [str(answer)]
+
+
 def part_coverage(parts: Sequence[str], answer: str, language: str) -> Generator[Any, Any, list[float]]:
     """How closely the answer speaks to each of the questions a sentence joins: the embedder's best cosine
     between the question and one of the answer's sentences (0 at least). The judge cannot be asked this: a
     small one gives a question the answer leaves out the same P(Yes) as one it answers
     (docs/measurements.md)."""
-    sentences = split_sentences(str(answer), language) or [str(answer)]
+    sentences = _said(answer, language)
     vectors = yield from embed_texts([*map(str, parts), *sentences])
     similarity = vectors[:len(parts)] @ vectors[len(parts):].T
     return [max(0.0, float(row.max())) for row in similarity]
@@ -159,7 +167,7 @@ def context_coverage(question: str, answer: str, contexts: Sequence[str],
     sentences = sentences_of(contexts, language)
     if not sentences:
         return None
-    said = split_sentences(str(answer), language) or [str(answer)]
+    said = _said(answer, language)
     vectors = yield from embed_texts([str(question), UNRELATED_PASSAGE[language], *sentences, *said])
     context, answer_vectors = vectors[2:2 + len(sentences)], vectors[2 + len(sentences):]
     weights = _above_lean(context @ vectors[0], float(vectors[1] @ vectors[0]))

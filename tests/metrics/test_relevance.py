@@ -134,6 +134,20 @@ def test_an_answer_cut_to_its_first_sentence_scores_below_the_whole():
     assert "coverage" not in alone.metadata  # no contexts: nothing to be complete against
 
 
+def test_an_answer_written_as_a_table_is_read_row_by_row_as_faithfulness_reads_it():
+    """The embedder reads a table's rows named by their header, as faithfulness verifies them, not its lines
+    ("| Acme | 2019 |" names nothing, "|---|---|" says nothing): the table covers the contexts as its named
+    rows written out do."""
+    question = "When did Acme and Beta appoint their chief executives?"
+    contexts = ["Acme appointed its chief executive in 2019. Beta appointed its chief executive in 2021."]
+    table = "| Company | Year |\n|---|---|\n| Acme | 2019 |\n| Beta | 2021 |"
+    rows = "Company: Acme; Year: 2019\nCompany: Beta; Year: 2021"
+    judge = judge_of(gives=lambda part, answer: bool(answer))
+    as_table, as_rows = (score(AnswerRelevancy(), Sample(id=str(n), question=question, answer=answer, contexts=contexts),
+                               models(judge)) for n, answer in enumerate((table, rows)))
+    assert as_table.metadata["coverage"] == pytest.approx(as_rows.metadata["coverage"])
+
+
 def test_declining_is_relevant_only_when_the_contexts_do_not_hold_the_answer():
     judge = judge_of()
     answer = "I cannot answer that from these passages."
