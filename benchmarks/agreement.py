@@ -56,6 +56,13 @@ Named only (not in the default run):
                    document joined as one ("When did A happen, and when was B founded?"), the answer to
                    both (their key points) 1 beside the answer to one part only 0; every consecutive pair
                    of a document's questions; answer_relevancy
+  evasive_pairs    evasive answers by construction, as the Ragas paper's Table 3 shows one ("The scheduled
+                   launch date and time ... have not been provided. PSLV-C56 is an important Indian space
+                   mission."): RAGEval's ground-truth answer to an answerable query 1 beside an answer that
+                   says the information is not given and goes on with the two sentences of the chunks
+                   retrieved for the query that hold no reference sharing the fewest words with the
+                   question (the same company's other events) 0; contexts:
+                   the references, which hold the answer; the limit counts questions; answer_relevancy
 
 The relevance sets also report a pairwise view, as the Ragas paper measured: the answers to one
 turn with different median ratings, a positive and a negative passage (or chunk) of one query, the items
@@ -113,6 +120,7 @@ from offline_eval.data.schema import Sample  # noqa: E402
 from offline_eval.engine.cache import ResultCache  # noqa: E402
 from offline_eval.engine.requests import ScoreOptions, messages  # noqa: E402
 from offline_eval.judging.settings import EvalSettings  # noqa: E402
+from offline_eval.judging.windows import topic_terms  # noqa: E402
 from offline_eval.metrics.base import Metric, Score, option_names  # noqa: E402
 from offline_eval.run.model_choice import ModelChoice  # noqa: E402
 from offline_eval.text import split_sentences  # noqa: E402
@@ -413,6 +421,34 @@ def _compound_pairs(limit: int | None, seed: int) -> list[tuple[Sample, float]]:
     return _groups(rows, limit, seed, lambda s: s.id.rsplit("-", 1)[0])
 
 
+_HEADER = re.compile(r"^\s*\([^)]*\)")  # a RAGEval chunk's "(Company Type: ... Name: ...)" before its text
+
+
+def _evasive_pairs(limit: int | None, seed: int) -> list[tuple[Sample, float]]:
+    """An answer that evades (0) beside the complete one (1): RAGEval's answerable English queries, the
+    ground-truth answer beside one of :data:`DECLINES` followed by two sentences of the chunks retrieved
+    for the query that hold none of its references, those sharing the fewest words with the question (about
+    the same company, answering none of it). Contexts: the references, which hold the answer, so the
+    evasion is not honest. ``limit`` counts questions."""
+    rows = []
+    for i, line in enumerate(open(DATA / "rageval_example.jsonl", encoding="utf-8"), start=1):
+        q = json.loads(line)
+        refs = [r for r in q["ground_truth"]["references"] if r.strip()]
+        if q.get("language", "en") != "en" or q["query"]["query_type"].startswith("Irrelevant") or not refs:
+            continue
+        related = [t for c in q["prediction"]["references"] if c.strip() and not _holds(c, refs)
+                   for t in split_sentences(_HEADER.sub("", c), "en")]
+        asked = topic_terms(q["query"]["content"], "en")
+        background = sorted(related, key=lambda t: len(topic_terms(t, "en") & asked))[:2]
+        if len(background) < 2:
+            continue
+        key = f"evasive-{q['query']['query_id']}"
+        evasion = " ".join([DECLINES[sum(map(ord, key)) % len(DECLINES)], *background])
+        rows += [(Sample(id=f"{key}-{tag}", question=q["query"]["content"], answer=text, contexts=refs, row=i), label)
+                 for tag, text, label in (("complete", q["ground_truth"]["content"], 1.0), ("evasive", evasion, 0.0))]
+    return _groups(rows, limit, seed, lambda s: s.id.rsplit("-", 1)[0])
+
+
 def _context_pairs(limit: int | None, seed: int) -> list[tuple[Sample, float]]:
     """Focused contexts (1) beside the same padded with related passages (0): RAGEval's ground-truth
     references beside the references and the query's retrieved chunks that hold none of them (the same
@@ -510,6 +546,9 @@ RELEVANCE_SETS: dict[str, tuple[Callable[..., list], str, type[Metric], int | No
                      "sentence or declined = 0; limit counts questions of each source"),
     "compound_pairs": (_compound_pairs, "answer_relevancy", PlainRelevant, None,
                        "RAGEval two-part questions by construction: both parts answered (1) vs one (0)"),
+    "evasive_pairs": (_evasive_pairs, "answer_relevancy", PlainRelevant, None,
+                      "RAGEval answers by construction (Table 3's way): complete (1) vs one that says the "
+                      "information is not given and goes on with related background (0)"),
     "context_pairs": (_context_pairs, "context_relevance", PlainContextRelevant, 40,
                       "RAGEval references and RGB positive passages by construction (Table 1's way): focused = 1, "
                       "padded with related passages = 0; limit counts queries of each source"),
@@ -524,11 +563,13 @@ PAIRS: dict[str, tuple[Callable[[Sample], Any], Callable[[Sample, float], float]
     "answer_pairs": (lambda s: s.id.rsplit("-", 1)[0], lambda s, y: y),
     "context_pairs": (lambda s: s.id.rsplit("-", 1)[0], lambda s, y: y),
     "compound_pairs": (lambda s: s.id.rsplit("-", 1)[0], lambda s, y: y),
+    "evasive_pairs": (lambda s: s.id.rsplit("-", 1)[0], lambda s, y: y),
 }
 # Sets built by construction: what each worse item is (its id's last part: "first", "declined", "padded",
-# "partial").
+# "partial", "evasive").
 KINDS: dict[str, Callable[[Sample], str]] = {name: (lambda s: s.id.rsplit("-", 1)[1])
-                                             for name in ("answer_pairs", "context_pairs", "compound_pairs")}
+                                             for name in ("answer_pairs", "context_pairs", "compound_pairs",
+                                                          "evasive_pairs")}
 
 # Configurations: name -> (metric or None for the set's default, settings overrides, metadata value key)
 CONFIGS: dict[str, tuple[str | None, dict[str, Any], str | None]] = {

@@ -215,3 +215,27 @@ def test_compound_pairs_join_two_questions_of_a_document_and_answer_one_part_or_
          "Acme sold its farm unit. The sale was in May.", ["ref 2", "ref 4"], 0.0)]  # the parts in turn
     assert bench.KINDS["compound_pairs"](rows[1][0]) == "partial"
     assert len({bench.PAIRS["compound_pairs"][0](s) for s, _ in rows}) == 2
+
+
+def test_evasive_pairs_decline_and_go_on_with_the_sentences_that_answer_least(tmp_path, monkeypatch):
+    """Table 3's evasive answer: a refusal, then background about the same company that shares the fewest
+    words with the question; the contexts are the references, which hold the answer."""
+    ref = "In March 2021 Acme appointed a new chief executive officer."
+    chunks = [ref, "(Company Type: Retail\tName: Acme)In May 2021 Acme appointed a new auditor. Acme sells shoes. "
+                   "Acme opened a store in Oslo."]
+    lines = [{**_rageval_line(1, [ref], chunks), "ground_truth": {"doc_ids": [1], "references": [ref],
+                                                                  "content": "March 2021"}},
+             {**_rageval_line(2, [ref], [ref]), "ground_truth": {"doc_ids": [1], "references": [ref],
+                                                                 "content": "March 2021"}}]  # no background
+    lines[0]["query"].update(content="When did Acme appoint a new chief executive?", query_type="Factual Question")
+    lines[1]["query"].update(query_type="Factual Question")
+    (tmp_path / "rageval_example.jsonl").write_text("\n".join(json.dumps(x) for x in lines), encoding="utf-8")
+    monkeypatch.setattr(bench, "DATA", tmp_path)
+    rows = bench._evasive_pairs(None, 13)
+    assert [(s.id, s.contexts, y) for s, y in rows] == [("evasive-1-complete", [ref], 1.0),
+                                                        ("evasive-1-evasive", [ref], 0.0)]
+    assert rows[0][0].answer == "March 2021"
+    declined, background = rows[1][0].answer.split(". ", 1)
+    assert declined + "." in bench.DECLINES
+    assert background == "Acme sells shoes. Acme opened a store in Oslo."  # not the auditor, appointed too
+    assert bench.KINDS["evasive_pairs"](rows[1][0]) == "evasive"
