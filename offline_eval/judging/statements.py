@@ -57,7 +57,14 @@ class Statements:
         statements were ranked further from people's labels by the bench judge)."""
         if not (self.whole and question and self.texts):
             return None
-        return question if len(self.texts[0].split()) <= settings.fragment_words else None
+        return question if is_fragment(self.texts[0], settings) else None
+
+
+def is_fragment(answer: str, settings: EvalSettings) -> bool:
+    """Whether ``answer`` is a fragment that answers in its question's words ("Tampa, Florida",
+    "Three."): at most ``settings.fragment_words`` words, counted between spaces (a Chinese answer written
+    without them counts as one word)."""
+    return 0 < len(str(answer).split()) <= settings.fragment_words
 
 
 def answer_statements(answer: str, question: str | None, language: str, settings: EvalSettings,

@@ -19,7 +19,7 @@ import numpy as np
 from offline_eval.engine.requests import ScoreOptions
 from offline_eval.judging.asking import embed_texts, parallel
 from offline_eval.judging.settings import EvalSettings
-from offline_eval.judging.statements import answer_sentences
+from offline_eval.judging.statements import answer_sentences, is_fragment
 from offline_eval.judging.verdicts import EMPTY_STATEMENT, UNRELATED_PASSAGE, YES_NO, fits_beside, option_verdict
 from offline_eval.judging.windows import context_windows
 from offline_eval.prompts.base import QuestionInConversation
@@ -201,7 +201,8 @@ def answer_verdicts(question: str, answer: str, contexts: Sequence[str] | None, 
     (:func:`balance_of`, read by the embedder), so that an answer to one of them scores below an answer
     to both; times how much of what the contexts say on the question the answer carries
     (:func:`completeness_of` its :func:`context_coverage`), so that an incomplete answer scores below a
-    complete one. An answer that says the information cannot be given is relevant as far as the contexts do
+    complete one; not for a fragment (:func:`~offline_eval.judging.statements.is_fragment`), which answers
+    in its question's words. An answer that says the information cannot be given is relevant as far as the contexts do
     not hold it (the best window's P, :func:`passage_verdicts`), when the judge reads it as declining.
     Where retrieval gave nothing (``contexts`` an empty list, or only blank ones) no passage holds the
     answer, so a declining answer scores its P(it declines), which is 1 when its first sentence says so in
@@ -212,7 +213,11 @@ def answer_verdicts(question: str, answer: str, contexts: Sequence[str] | None, 
              for part in parts for a in (answer, EMPTY_STATEMENT)]
     declines_prompt = ANSWER_DECLINES_OPTION.render(language, question=question, answer=answer)
     steps = [_asked([*asked, ScoreOptions(prompt=declines_prompt, options=YES_NO)])]
-    steps.append(context_coverage(question, answer, contexts or [], language))
+    # A fragment ("Chicago.") is read with its question, as faithfulness reads it; the embedder reads it
+    # alone, far from "In 2018 CleanCo expanded to Chicago.", and would take a complete answer for an
+    # incomplete one. Not in Chinese, whose words are not counted between spaces.
+    fragment = language != "zh" and is_fragment(answer, settings)
+    steps.append(context_coverage(question, answer, [] if fragment else contexts or [], language))
     joined = joined_questions(question, language) if len(parts) == 1 else []
     if len(joined) > 1:
         steps.append(part_coverage(joined, answer, language))
@@ -236,6 +241,8 @@ def answer_verdicts(question: str, answer: str, contexts: Sequence[str] | None, 
                    balance=round(balance, 6))
     if coverage is not None:
         out.update(coverage=round(coverage, 6), completeness=round(completeness, 6))
+    elif fragment and contexts:
+        out.update(fragment=True)  # its coverage is not read
     if retrieved_nothing and (in_words or declined.supported):
         out.update(held=0.0, retrieved_nothing=True, declines_in_words=in_words, value=max(addresses, declines))
     elif contexts and declined.supported:

@@ -134,6 +134,23 @@ def test_an_answer_cut_to_its_first_sentence_scores_below_the_whole():
     assert "coverage" not in alone.metadata  # no contexts: nothing to be complete against
 
 
+def test_a_fragment_is_not_read_as_an_incomplete_answer():
+    """"Chicago." to "Which city ...?" is complete; the embedder, reading it without its question, finds it
+    far from the sentence of the contexts that states it, so its coverage is not read (as faithfulness
+    reads a fragment with its question)."""
+    question = "Which city did Acme expand to in 2018?"
+    contexts = ["In 2018 Acme expanded to Chicago, opening three offices there. Acme hired two hundred "
+                "cleaners that year. Its revenue grew by a tenth."]
+    judge = judge_of(gives=lambda part, answer: bool(answer))
+    fragment = score(AnswerRelevancy(), Sample(id="1", question=question, answer="Chicago.", contexts=contexts),
+                     models(judge))
+    assert fragment.metadata["fragment"] and "coverage" not in fragment.metadata
+    assert fragment.value == pytest.approx(fragment.metadata["parts"][0]["probability"])
+    sentence = score(AnswerRelevancy(), Sample(id="2", question=question, answer="Acme hired cleaners in 2018.",
+                                               contexts=contexts), models(judge))
+    assert "fragment" not in sentence.metadata and "coverage" in sentence.metadata
+
+
 def test_an_answer_written_as_a_table_is_read_row_by_row_as_faithfulness_reads_it():
     """The embedder reads a table's rows named by their header, as faithfulness verifies them, not its lines
     ("| Acme | 2019 |" names nothing, "|---|---|" says nothing): the table covers the contexts as its named
