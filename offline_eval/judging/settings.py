@@ -98,7 +98,8 @@ class EvalSettings:
     fragment_words: int = setting(
         4, changes_values=True, minimum=0, metavar="WORDS",
         help="an answer checked whole of at most WORDS words is judged as an answer to the question (a "
-             "fragment like 'Tampa, Florida' states nothing on its own); 0 never does so")
+             "fragment like 'Tampa, Florida' states nothing on its own), and answer relevance reads no "
+             "coverage of the contexts for it; 0 never does so")
     # contextual calibration (judging.corrected)
     baseline_weight: float = setting(
         0.5, changes_values=True, parse=unit_fraction, metavar="W",
