@@ -202,8 +202,9 @@ def answer_verdicts(question: str, answer: str, contexts: Sequence[str] | None, 
     to both; times how much of what the contexts say on the question the answer carries
     (:func:`completeness_of` its :func:`context_coverage`), so that an incomplete answer scores below a
     complete one; not for a fragment (:func:`~offline_eval.judging.statements.is_fragment`), which answers
-    in its question's words. An answer that says the information cannot be given is relevant as far as the contexts do
-    not hold it (the best window's P, :func:`passage_verdicts`), when the judge reads it as declining.
+    in its question's words. An answer that says the information cannot be given is relevant as far as
+    the contexts do not hold it (the best window's P, :func:`passage_verdicts`), when the judge reads it
+    as declining.
     Where retrieval gave nothing (``contexts`` an empty list, or only blank ones) no passage holds the
     answer, so a declining answer scores its P(it declines), which is 1 when its first sentence says so in
     words (:func:`says_it_cannot_answer`): a small judge seldom reads a refusal as one. Without contexts at
