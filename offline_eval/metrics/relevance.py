@@ -242,7 +242,7 @@ def answer_verdicts(question: str, answer: str, contexts: Sequence[str] | None, 
                    balance=round(balance, 6))
     if coverage is not None:
         out.update(coverage=round(coverage, 6), completeness=round(completeness, 6))
-    elif fragment and contexts:
+    elif fragment and contexts and not retrieved_nothing:
         out.update(fragment=True)  # its coverage is not read
     if retrieved_nothing and (in_words or declined.supported):
         out.update(held=0.0, retrieved_nothing=True, declines_in_words=in_words, value=max(addresses, declines))

@@ -146,6 +146,9 @@ def test_a_fragment_is_not_read_as_an_incomplete_answer():
                      models(judge))
     assert fragment.metadata["fragment"] and "coverage" not in fragment.metadata
     assert fragment.value == pytest.approx(fragment.metadata["parts"][0]["probability"])
+    blank = score(AnswerRelevancy(), Sample(id="3", question=question, answer="Chicago.", contexts=[" "]),
+                  models(judge))
+    assert "fragment" not in blank.metadata  # nothing retrieved: no coverage to leave unread
     sentence = score(AnswerRelevancy(), Sample(id="2", question=question, answer="Acme hired cleaners in 2018.",
                                                contexts=contexts), models(judge))
     assert "fragment" not in sentence.metadata and "coverage" in sentence.metadata
