@@ -141,11 +141,13 @@ class Sample:
     extra: dict[str, Any] = field(default_factory=dict)  # carried through to the output untouched
 
     def missing(self, names: tuple[str, ...] | list[str]) -> list[str]:
-        """The names among ``names`` that this sample lacks (None or empty)."""
+        """The names among ``names`` that this sample lacks: None, an empty list, or a text of nothing but
+        white space (a blank answer is no answer: a judge would grade the blank)."""
         out = []
         for name in names:
             value = getattr(self, name)
-            if value is None or (isinstance(value, (str, list)) and len(value) == 0):
+            if value is None or (isinstance(value, str) and not value.strip()) or (isinstance(value, list)
+                                                                                   and len(value) == 0):
                 out.append(name)
         return out
 

@@ -204,7 +204,7 @@ def test_sentence_faithfulness_verifies_sentences_without_claim_extraction():
     assert judge.calls["generate"] == 0  # no claim-extraction step
     empty = score(SentenceFaithfulness(), Sample(id="2", question="q", answer="   ", contexts=["c"]),
                   models(judge))
-    assert empty.value is None and empty.reason == "no_claims"  # whitespace only: no sentence
+    assert empty.value is None and empty.reason == "missing_field:answer"  # white space only: no answer
 
 
 # --- the command, end to end on a scripted judge -----------------------------------------------------

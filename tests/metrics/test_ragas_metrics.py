@@ -119,6 +119,12 @@ def test_no_claims_and_missing_fields_are_unscored():
     assert score(Faithfulness(), no_contexts, models(judge)).reason == "missing_field:contexts"
     no_answer = Sample(id="3", question="q", contexts=["c"])
     assert score(AnswerRelevancy(), no_answer, models(judge)).reason == "missing_field:answer"
+    for blank in (" ", "\n\t"):  # a blank answer is no answer, not one for the judge to grade
+        blank_answer = Sample(id="4", question="q", answer=blank, contexts=["c"])
+        assert score(AnswerRelevancy(), blank_answer, models(judge)).reason == "missing_field:answer"
+        assert score(Faithfulness(), blank_answer, models(judge)).reason == "missing_field:answer"
+    assert score(AnswerRelevancy(), Sample(id="5", question="  ", answer="a"), models(judge)).reason == (
+        "missing_field:question")
 
 
 def test_answer_relevancy_mean_cosine_and_noncommittal():
