@@ -150,7 +150,8 @@ class AnswerRelevancy(SampleMetric):
     roles = frozenset({"judge", "embedder"})  # both modes: the verdicts embed the questions a sentence joins
     description = ("does the answer address the question (the judge's P(Yes), corrected for its lean, "
                    "times how evenly the answer covers two questions joined in one and how much of what "
-                   "the contexts say on the question it carries, both by the embedder; "
+                   "the contexts say on the question it carries (a fragment answer aside), both by the "
+                   "embedder; "
                    "an answer saying it cannot answer counts when the contexts do not hold the answer or "
                    "nothing was retrieved), or "
                    "Ragas' mean cosine between the question and questions regenerated from the answer")
