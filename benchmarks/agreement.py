@@ -421,6 +421,12 @@ def _compound_pairs(limit: int | None, seed: int) -> list[tuple[Sample, float]]:
     return _groups(rows, limit, seed, lambda s: s.id.rsplit("-", 1)[0])
 
 
+def _unreferenced(query: dict, references: list[str]) -> list[str]:
+    """The chunks retrieved for a RAGEval ``query`` that hold none of its ``references`` (:func:`_holds`):
+    passages on the query's company that do not answer it."""
+    return [c for c in query["prediction"]["references"] if c.strip() and not _holds(c, references)]
+
+
 _HEADER = re.compile(r"^\s*\([^)]*\)")  # a RAGEval chunk's "(Company Type: ... Name: ...)" before its text
 
 
@@ -436,8 +442,7 @@ def _evasive_pairs(limit: int | None, seed: int) -> list[tuple[Sample, float]]:
         refs = [r for r in q["ground_truth"]["references"] if r.strip()]
         if q.get("language", "en") != "en" or q["query"]["query_type"].startswith("Irrelevant") or not refs:
             continue
-        related = [t for c in q["prediction"]["references"] if c.strip() and not _holds(c, refs)
-                   for t in split_sentences(_HEADER.sub("", c), "en")]
+        related = [t for c in _unreferenced(q, refs) for t in split_sentences(_HEADER.sub("", c), "en")]
         asked = topic_terms(q["query"]["content"], "en")
         background = sorted(related, key=lambda t: len(topic_terms(t, "en") & asked))[:2]
         if len(background) < 2:
@@ -460,7 +465,7 @@ def _context_pairs(limit: int | None, seed: int) -> list[tuple[Sample, float]]:
         refs = [r for r in q["ground_truth"]["references"] if r.strip()]
         if q.get("language", "en") != "en" or not refs:
             continue
-        related = [c for c in q["prediction"]["references"] if c.strip() and not _holds(c, refs)][:2]
+        related = _unreferenced(q, refs)[:2]
         if related:
             key, question = f"ragctx-{q['query']['query_id']}", q["query"]["content"]
             rag += [(Sample(id=f"{key}-focused", question=question, answer="", contexts=refs, row=i), 1.0),

@@ -146,8 +146,8 @@ class Sample:
         out = []
         for name in names:
             value = getattr(self, name)
-            if value is None or (isinstance(value, str) and not value.strip()) or (isinstance(value, list)
-                                                                                   and len(value) == 0):
+            blank = isinstance(value, str) and not value.strip()
+            if value is None or blank or (isinstance(value, list) and not value):
                 out.append(name)
         return out
 
