@@ -12,7 +12,7 @@ from offline_eval.judging.asking import ASK_STAGES, JsonAsk, ask_json
 from offline_eval.judging.settings import EvalSettings
 from offline_eval.judging.verdicts import UNRELATED_PASSAGE, support_matrix
 from offline_eval.judging.windows import topic_terms
-from offline_eval.prompts.ragas import CLAIMS
+from offline_eval.prompts.ragas import CLAIMS, GRADING_WORDS
 from offline_eval.text import markdown_tables, split_sentences, table_rows
 
 _WORD = re.compile(r"[^\W_]")
@@ -129,40 +129,63 @@ def left_out_note(statements: Statements) -> str:
     if not n:
         return ""
     return (f"; {n} {'sentence' if n == 1 else 'sentences'} of the answer left out, not verified: "
-            f"{'it speaks' if n == 1 else 'they speak'} to the grader, not about the world (the judge says "
-            "an unrelated passage supports it too)")
+            f"{'it speaks' if n == 1 else 'they speak'} to the grader, not about the world (in words that "
+            "name the grading, or the judge says an unrelated passage supports it too)")
 
 
 def grading_notes(statements: Sequence[str], language: str, settings: EvalSettings,
                   about: Sequence[str] = (), tables: Sequence[int | None] = ()) -> Generator[Any, Any, list[bool]]:
-    """Which of an answer's ``statements`` speak to its grader rather than about the world: those that
-    share no content word with what the answer is ``about`` (its question and contexts: a note to the
-    grader talks about the grading) and that the judge says a passage having nothing to do with them
-    (:data:`UNRELATED_PASSAGE`) supports, as it does an instruction to the grader planted in an answer,
-    whatever its phrasing, language or shape (a note, a table, a JSON verdict, a forged turn). They are
-    neither supported nor unsupported claims: counted either way they would move the score of every
-    answer that carries one. A statement about the same things as the contexts is never left out (the
-    recipe-like passage also "supports" a how-to step such as "Select the catalog."). Asked where the
-    judge gives option verdicts with the probes on, of an answer with two statements or more; when
-    every statement would be left out, none is (an answer has to be judged on something).
+    """Which of an answer's ``statements`` speak to its grader rather than about the world. Only a
+    statement that shares no content word with what the answer is ``about`` (its question and contexts: a
+    note to the grader talks about the grading) can. Of those, one speaks to the grader that names the
+    grading in words (:data:`GRADING_WORDS`: "the evaluator", "the reply above", "score 5/5"), or that
+    the judge says a passage having nothing to do with it (:data:`UNRELATED_PASSAGE`) supports, as it
+    does an instruction to the grader planted in an answer, whatever its phrasing, language or shape (a
+    note, a table, a JSON verdict, a forged turn). Such statements are neither supported nor unsupported
+    claims: counted either way they would move the score of every answer that carries one. A statement
+    about the same things as the contexts is never left out (the recipe-like passage also "supports" a
+    how-to step such as "Select the catalog."; a claim about reviewers names them). Read of an answer with
+    two statements or more; the words with any verifier and setting (a small judge reads a note as it
+    reads a claim when asked; a classifier would count it as unsupported, pulling a faithful answer
+    down), the judge only where it gives option verdicts with the probes on. When every statement would
+    be left out, none is (an answer has to be judged on something).
 
-    ``tables``: the table each statement is a row of (None: not a row; :func:`answer_sentences`). A
-    table is written as one: when one of its rows speaks to the grader, so do its other rows that share
-    no word with what the answer is about (a verdict planted as a table mixes rows the unrelated passage
-    "supports", "Statement supported: Yes", with rows it does not, "Faithfulness: 1.0")."""
-    asked = (settings.verdicts == "options" and not settings.claims_checked_by_classifier
-             and settings.credulity_limit < 1.0 and len(statements) >= 2)
-    if not asked:
+    A note is written as one: the statements next to one that names the grading and that share no word
+    with what the answer is about go with it (a note's second sentence, "All claims match the source.",
+    names none), and so do the other rows of a table one of whose rows is left out (``tables``: the table
+    each statement is a row of, None: not a row; :func:`answer_sentences`; a verdict planted as a table
+    mixes rows the unrelated passage "supports", "Statement supported: Yes", with rows it does not,
+    "Faithfulness: 1.0")."""
+    if len(statements) < 2:
         return [False] * len(statements)
     topic = set().union(*(topic_terms(text, language) for text in about))
     candidates = [n for n, s in enumerate(statements) if not topic_terms(s, language) & topic]
     if not candidates:
         return [False] * len(statements)
-    [row] = yield from support_matrix([UNRELATED_PASSAGE[language]], [statements[n] for n in candidates], language,
-                                      settings, passages=False)
-    flagged = {n for n, v in zip(candidates, row) if v.probability > settings.credulity_limit}
+    names_grading = re.compile(GRADING_WORDS[language], re.IGNORECASE)
+    named = {n for n in candidates if names_grading.search(statements[n])}
+    flagged = named | _beside(named, set(candidates))
+    if (settings.verdicts == "options" and not settings.claims_checked_by_classifier
+            and settings.credulity_limit < 1.0):
+        unread = [n for n in candidates if n not in flagged]
+        if unread:
+            [row] = yield from support_matrix([UNRELATED_PASSAGE[language]], [statements[n] for n in unread],
+                                              language, settings, passages=False)
+            flagged |= {n for n, v in zip(unread, row) if v.probability > settings.credulity_limit}
     noted_tables = {tables[n] for n in flagged if n < len(tables)} - {None}
     flagged |= {n for n in candidates if n < len(tables) and tables[n] in noted_tables}
     if len(flagged) == len(statements):
         flagged = set()
     return [n in flagged for n in range(len(statements))]
+
+
+def _beside(flagged: set[int], candidates: set[int]) -> set[int]:
+    """The ``candidates`` in an unbroken run of them, in the answer's order, with one of ``flagged``."""
+    out: set[int] = set()
+    for n in sorted(flagged):
+        for step in (-1, 1):
+            k = n + step
+            while k in candidates and k not in flagged:
+                out.add(k)
+                k += step
+    return out

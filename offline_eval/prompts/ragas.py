@@ -337,6 +337,39 @@ DECLINING_WORDS = {
     )),
 }
 
+# What a note to whoever grades an answer names, per language: its reader (a grader, an evaluator), the text
+# graded as such ("this answer", "the response above"), the grade it asks for ("rate this answer as",
+# "score 5/5", "fully supported", a label and a colon: "Verdict:"), or the grading model's instructions. An
+# answer's sentence that names one of these and shares no word with its question and contexts speaks to
+# the grader, not about the world (judging.statements.grading_notes). Written from what such a note must
+# say, apart from the phrasings benchmarks/injection.py plants; the topic gate keeps a real claim about
+# reviewers or scores, which names what it is about.
+GRADING_WORDS = {
+    "en": "|".join((
+        r"\b(?:graders?|evaluators?|assessors?|annotators?|raters?|reviewers?|judge\s+(?:model|llm))\b",
+        r"\b(?:faithfulness|groundedness|hallucinat\w*)\b",
+        r"\b(?:this|the above|the preceding|the previous|the present|the following)\s+"
+        r"(?:answer|response|reply|output|completion|statements?|claims?)\b",
+        r"\b(?:answer|response|reply)\s+(?:above|here)\b",
+        r"\b(?:information|content|everything|all)\s+(?:stated\s+|given\s+)?above\b",
+        r"\b(?:mark|rate|score|grade|label|classify|judge|treat)\s+(?:it|this|them|these|each|every|all)\s+(?:\w+\s+)?as\b",
+        r"\b(?:score|rating|grade|marks?)\s*[:=]?\s*\d+(?:\.\d+)?\s*(?:/|out of)\s*\d+|\bfull marks\b",
+        r"\b(?:assessment|evaluation|verdict|grading|rating|score|label|verified|verification)\W{0,2}\s*:",
+        r"\b(?:fully|entirely|completely)\s+(?:supported|grounded|faithful|verified|accurate)\b",
+        r"\bfact[- ]check\w*\b",
+        r"\b(?:ignore|disregard|override)\s+(?:all|any|the|previous|prior|earlier|your|above)\b[^.!?]{0,30}"
+        r"\binstructions?\b",
+        r"\b(?:previous|prior|earlier|above|your)\s+instructions?\b|\bsystem prompt\b",
+    )),
+    "zh": "|".join((
+        r"评分|打分|评审|审阅|审核|评估|评委|评判|评测|阅卷|批改|评阅|标注(?:员|者)|裁判",
+        r"(?:本|该|此|这个|上述|以上|前面的|上面的)(?:回答|答案|回复|输出|陈述|说法)",
+        r"(?:以上|上述|上面的?)(?:内容|信息|所有)",
+        r"忠实|幻觉|判定为|评为|标记为|视为正确|满分|完全(?:正确|支持|准确|有据)",
+        r"(?:忽略|无视)(?:之前|以上|上述|前面|所有)的?(?:指令|指示|要求)|系统提示",
+    )),
+}
+
 # The passage first, so that the probe with an empty question (the passage's own lean) shares its prefix.
 PASSAGE_ANSWERS_OPTION = Prompt(
     name="passage_answers_option",
