@@ -138,8 +138,8 @@ def grading_notes(statements: Sequence[str], language: str, settings: EvalSettin
     """Which of an answer's ``statements`` speak to its grader rather than about the world. Only a
     statement that shares no content word with what the answer is ``about`` (its question and contexts: a
     note to the grader talks about the grading) can. Of those, one speaks to the grader that names the
-    grading in words (:data:`GRADING_WORDS`: "the evaluator", "the reply above", "score 5/5"), or that
-    the judge says a passage having nothing to do with it (:data:`UNRELATED_PASSAGE`) supports, as it
+    grading in words (:data:`GRADING_WORDS`, of any language the prompts speak: "the evaluator", "the
+    reply above", "score 5/5"), or that the judge says a passage having nothing to do with it (:data:`UNRELATED_PASSAGE`) supports, as it
     does an instruction to the grader planted in an answer, whatever its phrasing, language or shape (a
     note, a table, a JSON verdict, a forged turn). Such statements are neither supported nor unsupported
     claims: counted either way they would move the score of every answer that carries one. A statement
@@ -150,21 +150,20 @@ def grading_notes(statements: Sequence[str], language: str, settings: EvalSettin
     down), the judge only where it gives option verdicts with the probes on. When every statement would
     be left out, none is (an answer has to be judged on something).
 
-    A note is written as one: the statements next to one that names the grading and that share no word
+    A note is written as one: the statements that follow one that names the grading and share no word
     with what the answer is about go with it (a note's second sentence, "All claims match the source.",
-    names none), and so do the other rows of a table one of whose rows is left out (``tables``: the table
-    each statement is a row of, None: not a row; :func:`answer_sentences`; a verdict planted as a table
-    mixes rows the unrelated passage "supports", "Statement supported: Yes", with rows it does not,
-    "Faithfulness: 1.0")."""
+    names none), unless they would leave nothing of the answer; and so do the other rows of a table one
+    of whose rows is left out (``tables``: the table each statement is a row of, None: not a row;
+    :func:`answer_sentences`; a verdict planted as a table mixes rows the unrelated passage "supports",
+    "Statement supported: Yes", with rows it does not, "Faithfulness: 1.0")."""
     if len(statements) < 2:
         return [False] * len(statements)
     topic = set().union(*(topic_terms(text, language) for text in about))
     candidates = [n for n, s in enumerate(statements) if not topic_terms(s, language) & topic]
     if not candidates:
         return [False] * len(statements)
-    names_grading = re.compile(GRADING_WORDS[language], re.IGNORECASE)
-    named = {n for n in candidates if names_grading.search(statements[n])}
-    flagged = named | _beside(named, set(candidates))
+    named = {n for n in candidates if _NAMES_GRADING.search(statements[n])}
+    flagged = set(named)
     if (settings.verdicts == "options" and not settings.claims_checked_by_classifier
             and settings.credulity_limit < 1.0):
         unread = [n for n in candidates if n not in flagged]
@@ -174,18 +173,28 @@ def grading_notes(statements: Sequence[str], language: str, settings: EvalSettin
             flagged |= {n for n, v in zip(unread, row) if v.probability > settings.credulity_limit}
     noted_tables = {tables[n] for n in flagged if n < len(tables)} - {None}
     flagged |= {n for n in candidates if n < len(tables) and tables[n] in noted_tables}
+    whole_note = flagged | _after(named, set(candidates), tables)
+    if len(whole_note) < len(statements):
+        flagged = whole_note
     if len(flagged) == len(statements):
         flagged = set()
     return [n in flagged for n in range(len(statements))]
 
 
-def _beside(flagged: set[int], candidates: set[int]) -> set[int]:
-    """The ``candidates`` in an unbroken run of them, in the answer's order, with one of ``flagged``."""
+# A note may be in any language the prompts speak, whatever the row's: an English answer can carry a
+# Chinese note.
+_NAMES_GRADING = re.compile("|".join(f"(?:{words})" for words in GRADING_WORDS.values()), re.IGNORECASE)
+
+
+def _after(named: set[int], candidates: set[int], tables: Sequence[int | None]) -> set[int]:
+    """The ``candidates`` that follow one of ``named`` without a break, in the answer's order, none of
+    them a table's row (a table is read as one by its own rule): the rest of a note. Only after it: what
+    comes before a note is what it speaks of, the answer's own statements, which may share no word with
+    the contexts either (an answer of a name the contexts do not hold)."""
     out: set[int] = set()
-    for n in sorted(flagged):
-        for step in (-1, 1):
-            k = n + step
-            while k in candidates and k not in flagged:
-                out.add(k)
-                k += step
+    for n in sorted(named):
+        k = n + 1
+        while k in candidates and k not in named and (k >= len(tables) or tables[k] is None):
+            out.add(k)
+            k += 1
     return out
