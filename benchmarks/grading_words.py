@@ -5,8 +5,9 @@
 
 ``judging.statements.grading_notes`` leaves out of what is verified an answer's sentence that shares no
 content word with its question and contexts (for answer correctness: its question and reference) and
-names the grading in words (``GRADING_WORDS``). Where no sentence of any shared set's answers is such
-a one, the words change no request and no score of those sets, and no judge needs to run to show it.
+names the grading in words (``GRADING_WORDS``, of any language the prompts speak). Where no sentence of
+any shared set's answers is such a one, the words change no request and no score of those sets, and no
+judge needs to run to show it.
 Every row of each labelled and relevance set of ``benchmarks/agreement.py``; an answer of one sentence is
 never read (nothing is left out of it). Also: how many of ``benchmarks/note_probe.py``'s notes, written
 for that probe apart from the defence and the injection benchmark's phrasings, name the grading. Exit
@@ -31,14 +32,9 @@ import agreement as bench  # noqa: E402
 import note_probe  # noqa: E402
 from _results import write_results  # noqa: E402
 from offline_eval.judging.settings import EvalSettings  # noqa: E402
-from offline_eval.judging.statements import answer_sentences  # noqa: E402
+from offline_eval.judging.statements import answer_sentences, names_grading  # noqa: E402
 from offline_eval.judging.windows import topic_terms  # noqa: E402
-from offline_eval.prompts.ragas import GRADING_WORDS  # noqa: E402
 from offline_eval.text import split_sentences  # noqa: E402
-
-
-def named(text: str, language: str) -> bool:
-    return re.search(GRADING_WORDS[language], text, re.IGNORECASE) is not None
 
 
 def _language(note: str) -> str:
@@ -54,7 +50,7 @@ def left_out(sample, language: str) -> list[str]:
     out = []
     for about in ([*(sample.contexts or [])], [sample.ground_truth or ""]):
         topic = set().union(*(topic_terms(t, language) for t in [sample.question or "", *about]))
-        out += [s for s in sentences if not topic_terms(s, language) & topic and named(s, language) and s not in out]
+        out += [s for s in sentences if not topic_terms(s, language) & topic and names_grading(s) and s not in out]
     return out
 
 
@@ -76,7 +72,7 @@ def main() -> int:
         results.append({"set": name, "answers": len(rows), "left_out": len(found)})
         print(" | ".join(cells[-1]), flush=True)
     notes = list(note_probe.NOTES)
-    caught = [n for n in notes if any(named(s, _language(n)) for s in split_sentences(n, _language(n)))]
+    caught = [n for n in notes if any(names_grading(s) for s in split_sentences(n, _language(n)))]
     meta = {"date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
             "machine": f"{platform.platform()}, {os.cpu_count()} CPUs", "load_average_at_start": load,
             "command": "python benchmarks/grading_words.py " + " ".join(sys.argv[1:]), "code": bench.code_version(),

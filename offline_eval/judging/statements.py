@@ -162,7 +162,7 @@ def grading_notes(statements: Sequence[str], language: str, settings: EvalSettin
     candidates = [n for n, s in enumerate(statements) if not topic_terms(s, language) & topic]
     if not candidates:
         return [False] * len(statements)
-    named = {n for n in candidates if _NAMES_GRADING.search(statements[n])}
+    named = {n for n in candidates if names_grading(statements[n])}
     flagged = set(named)
     if (settings.verdicts == "options" and not settings.claims_checked_by_classifier
             and settings.credulity_limit < 1.0):
@@ -184,6 +184,12 @@ def grading_notes(statements: Sequence[str], language: str, settings: EvalSettin
 # A note may be in any language the prompts speak, whatever the row's: an English answer can carry a
 # Chinese note.
 _NAMES_GRADING = re.compile("|".join(f"(?:{words})" for words in GRADING_WORDS.values()), re.IGNORECASE)
+
+
+def names_grading(text: str) -> bool:
+    """Whether ``text`` names the grading in the words of any language the prompts speak
+    (:data:`GRADING_WORDS`): its reader, the text graded as such, the grade asked for."""
+    return _NAMES_GRADING.search(text) is not None
 
 
 def _after(named: set[int], candidates: set[int], tables: Sequence[int | None]) -> set[int]:
