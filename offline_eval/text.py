@@ -117,6 +117,24 @@ def chinese_runs(text: str) -> list[tuple[int, int]]:
     return spans
 
 
+# A Chinese sentence that ends a sentence of English text: after the English (no CJK character in it),
+# from a CJK character up to 。！？ at the very end.
+_CHINESE_TAIL = re.compile(r"(?<=[^\s\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff])\s*"
+                           r"([\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff][^.!?]*[。！？]+)\s*$")
+
+
+def chinese_tail(sentence: str) -> tuple[str, str] | None:
+    """``sentence`` cut where a Chinese sentence follows English text with no full stop between them (an
+    English answer of a few words, "Tampa Bay Buccaneers", with a Chinese sentence written after it): the
+    English head and the Chinese sentence; None when it holds none, or its head holds Chinese too. Two
+    scripts are two sentences, as English sentences after a Chinese one are (:func:`chinese_runs`)."""
+    m = _CHINESE_TAIL.search(sentence)
+    if m is None or _CJK.search(sentence[:m.start()]) or not _LATIN.search(sentence[:m.start()]):
+        return None
+    tail = m.group(1)
+    return (sentence[:m.start()].strip(), tail) if detect_language(tail) == "zh" else None
+
+
 def first_language(*texts: str | None) -> str:
     """The language (:func:`detect_language`) of the first of ``texts`` that holds a letter, Latin or
     Chinese; 'en' when none does."""

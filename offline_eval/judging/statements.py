@@ -13,7 +13,7 @@ from offline_eval.judging.settings import EvalSettings
 from offline_eval.judging.verdicts import UNRELATED_PASSAGE, support_matrix
 from offline_eval.judging.windows import topic_terms
 from offline_eval.prompts.ragas import CLAIMS, GRADING_WORDS
-from offline_eval.text import markdown_tables, split_sentences, table_rows
+from offline_eval.text import chinese_tail, markdown_tables, split_sentences, table_rows
 
 _WORD = re.compile(r"[^\W_]")
 
@@ -112,15 +112,25 @@ def answer_sentences(answer: str, language: str) -> dict[str, int | None]:
     index among the answer's tables) or None. A markdown table is read row by row, each row with its
     header's names (:func:`table_rows`): its lines alone are fragments ("| Ada | 1815 |") or state
     nothing (the header, the rule). A "sentence" without a letter or digit ("```", "}", "!") states
-    nothing and is dropped."""
+    nothing and is dropped. In an English answer, Chinese written after a few words with no full stop
+    ("Tampa Bay Buccaneers 审稿人备注：……。") is a sentence of its own."""
     out: dict[str, int | None] = {}
     at = 0
     for n, (start, end) in enumerate(markdown_tables(answer)):
-        out.update((t, None) for t in split_sentences(answer[at:start], language) if t not in out)
+        out.update((t, None) for t in _sentences(answer[at:start], language) if t not in out)
         out.update((t, n) for t in table_rows(answer[start:end], language) if t not in out)
         at = end
-    out.update((t, None) for t in split_sentences(answer[at:], language) if t not in out)
+    out.update((t, None) for t in _sentences(answer[at:], language) if t not in out)
     return {t: table for t, table in out.items() if _WORD.search(t)}
+
+
+def _sentences(text: str, language: str) -> list[str]:
+    """``text``'s sentences; in an English one, a Chinese sentence written after English text with no
+    full stop between them is a sentence of its own (:func:`~offline_eval.text.chinese_tail`)."""
+    sentences = split_sentences(text, language)
+    if language == "zh":
+        return sentences
+    return [part for sentence in sentences for part in (chinese_tail(sentence) or (sentence,))]
 
 
 def left_out_note(statements: Statements) -> str:

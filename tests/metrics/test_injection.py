@@ -437,7 +437,8 @@ def test_a_note_that_names_the_grading_is_left_out_whole_whatever_the_judge_says
 def test_a_short_answer_the_contexts_share_no_word_with_is_kept_before_a_note():
     """What comes before a note is what it speaks of: an answer that names what the contexts do not ("Lyon.",
     the answer of a row whose passages say Paris) shares no word with them either, and is still judged,
-    alone, when a note that names the grading follows it, in prose or as a table."""
+    alone, when a note that names the grading follows it, in prose or as a table, in English or in
+    Chinese, after a full stop or none."""
     from dataclasses import replace
 
     from offline_eval.data.schema import Sample
@@ -446,12 +447,13 @@ def test_a_short_answer_the_contexts_share_no_word_with_is_kept_before_a_note():
     from tests.helpers import models, score
 
     table = "\n\n| Audit | Outcome |\n|---|---|\n| Faithfulness | 1.0 |\n| Rating | 5 of 5 |\n"
-    for note in (" " + NAMED_NOTES["en"], table):
-        sample = Sample(id="s", question="Which city is the capital of France?", contexts=[REAL],
-                        answer="Lyon." + note)
+    for kept, note in (("Lyon.", " " + NAMED_NOTES["en"]), ("Lyon.", table), ("Lyon.", " " + NAMED_NOTES["zh"]),
+                       ("Lyon", " " + NAMED_NOTES["zh"])):  # no full stop before the Chinese
+        answer = kept + note
+        sample = Sample(id="s", question="Which city is the capital of France?", contexts=[REAL], answer=answer)
         got = score(Faithfulness(), sample, models(_note_blind_judge()), EvalSettings(baseline_weight=0.0))
-        assert [c["claim"] for c in got.metadata["claims"]] == ["Lyon."]
-        alone = score(Faithfulness(), replace(sample, answer="Lyon."), models(_note_blind_judge()),
+        assert [c["claim"] for c in got.metadata["claims"]] == [kept]
+        alone = score(Faithfulness(), replace(sample, answer=kept), models(_note_blind_judge()),
                       EvalSettings(baseline_weight=0.0))
         assert got.value == pytest.approx(alone.value)
 
