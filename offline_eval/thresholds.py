@@ -12,7 +12,9 @@ from __future__ import annotations
 import math
 from typing import Iterable
 
-__all__ = ["parse_thresholds", "ThresholdError", "DEFAULT_MAX_UNSCORED", "MIN_LABELS_PER_CLASS", "unscored_share"]
+__all__ = ["parse_thresholds", "ThresholdError", "DEFAULT_MAX_UNSCORED", "MIN_LABELS_PER_CLASS", "MIN_PAIRS",
+           "MIN_LABELLED_PAIRS",
+           "unscored_share"]
 
 # A gate fails when more than this share of a gated metric's rows went unscored: its mean would rest on
 # the rows the metric could score, which need not be like the others (an empty answer, a missing field).
@@ -21,6 +23,16 @@ DEFAULT_MAX_UNSCORED = 0.1
 # calibration is applied by every later run of these models: `calibrate` (and `agreement`) refuse fewer
 # unless --min-per-class allows them, and warn then.
 MIN_LABELS_PER_CLASS = 10
+# A paired change on fewer pairs has no interval or p-value worth printing: even when every pair moves the
+# same way, the exact sign-flip test on n pairs cannot go below 2/2**n (0.0625 at 5 pairs, 0.031 at 6), so
+# nothing fewer can tell a change from chance at p < 0.05, while the bootstrap over a handful of pairs gives
+# an interval as narrow as their spread (zero width on one pair) and a p-value at its floor. `compare` shows
+# no interval below it and `--fail-on-regression` refuses to gate on it.
+MIN_PAIRS = 6
+# Pairwise agreement with people (`agreement --protocol pairwise`) is a share of labelled pairs: on fewer
+# than this many, one pair more moves it by a tenth or more, and its bootstrap interval over a handful of
+# pairs is a point or the whole range. It refuses fewer unless --min-pairs allows them, and warns then.
+MIN_LABELLED_PAIRS = 10
 
 
 class ThresholdError(ValueError):

@@ -14,8 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from offline_eval.cli.shared import (
-    add_cache_arguments, add_criteria_argument, add_model_arguments, add_settings_arguments, open_cache, positive_int,
-    run_config_from_args,
+    add_cache_arguments, add_model_arguments, add_settings_arguments, open_cache, positive_int, run_config_from_args,
 )
 from offline_eval.options import HelpFormatter
 
@@ -50,8 +49,10 @@ def _add_labelled_data(p: argparse.ArgumentParser, *, from_run: bool = False) ->
     else:
         data.add_argument("--labels", required=True, metavar="FIELD", help="column holding the human label")
     data.add_argument("--positive", nargs="+", metavar="VALUE",
-                      help="label values that mean 1 (other strings mean 0); numeric labels need none")
-    data.add_argument("--drop", nargs="+", metavar="VALUE", help="label values whose samples are left out")
+                      help="label values that mean 1, whatever their case (other strings mean 0); numeric labels "
+                           "need none")
+    data.add_argument("--drop", nargs="+", metavar="VALUE",
+                      help="label values whose samples are left out, whatever their case")
     from offline_eval.thresholds import MIN_LABELS_PER_CLASS
 
     data.add_argument("--min-per-class", type=positive_int, metavar="N",
@@ -64,7 +65,10 @@ def _add_scoring(p: argparse.ArgumentParser, what: argparse._ArgumentGroup) -> N
     """--metric, the judging settings (as for `run`, but for the aggregate's) and the model flags: a
     calibration is fitted for the settings it was scored with, so every one of them can be given."""
     what.add_argument("--metric", required=True, help="metric name (`offline-eval metrics`)")
-    add_criteria_argument(what)
+    # as cli.shared's --criteria, whose help speaks of run's --metrics: these commands score the one --metric
+    what.add_argument("--criteria", action="append", metavar="FILE.toml",
+                      help="criteria of your own (yes/no or graded questions to the judge, docs/criteria.md), each a "
+                           "metric criterion_<name> that --metric can name; repeatable")
     add_settings_arguments(p.add_argument_group("judging (as for `run`)"), aggregate=False)
     models = p.add_argument_group("models (as for `run`)")
     add_model_arguments(models)
@@ -84,8 +88,17 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
     what = p.add_argument_group("agreement")
     what.add_argument("--protocol", choices=["pointwise", "pairwise"], default="pointwise")
     what.add_argument("--pair-field", metavar="FIELD",
-                      help="pairwise: field shared by the items to compare (higher label = preferred)")
-    what.add_argument("--threshold", type=float, default=0.5, help="metric value counted as a positive prediction")
+                      help="pairwise (required there): field shared by the items to compare (higher label = "
+                           "preferred); a group of three or more gives every two of its items with different "
+                           "labels as a pair")
+    from offline_eval.thresholds import MIN_LABELLED_PAIRS
+
+    what.add_argument("--min-pairs", type=positive_int, metavar="N",
+                      help=f"pairwise: the fewest pairs to measure agreement on (default {MIN_LABELLED_PAIRS}); "
+                           f"fewer is refused, and an N below {MIN_LABELLED_PAIRS} warns")
+    what.add_argument("--threshold", type=float, default=0.5,
+                      help="metric value counted as a positive prediction: a finite number within the metric's "
+                           "values ([0, 1] for most)")
     what.add_argument("--value", metavar="KEY",
                       help="use the metric's metadata[KEY] instead of its value (e.g. supported_share)")
     what.add_argument("--resamples", type=positive_int, help="bootstrap resamples (default: offline_eval.stats, 2000)")

@@ -39,15 +39,15 @@ def cmd_estimate(args: argparse.Namespace) -> int:
     run = read_run(run_dir)
     result = estimate_run(run_dir, labels, prediction=args.prediction or DEFAULT_PREDICTION, run=run,
                           any_run=args.any_run)
+    _check_some_estimate(result, run, labels, run_dir)
     if args.json:
         print(json.dumps(result.estimates, ensure_ascii=False))
     else:
         from offline_eval.report.terminal import format_estimates
 
-        print("\n".join(format_estimates(result.estimates)) if result.estimates
-              else f"no label in {printable(str(labels))} names a metric of this run")
+        print("\n".join(format_estimates(result.estimates)))
     for metric, count in result.unknown_metrics.items():
-        print(f"offline-eval: {count} label(s) for {printable(metric)}, which this run did not score "
+        print(f"offline-eval: {_count(count, 'label')} for {printable(metric)}, which this run did not score "
               f"(its metrics: {', '.join(run.metrics)}): not used", file=sys.stderr)
     for metric, figures in result.estimates.items():
         note = (figures.get("ppi") or {}).get("note")
@@ -58,8 +58,9 @@ def cmd_estimate(args: argparse.Namespace) -> int:
             print(f"offline-eval: {printable(metric)}: rows left out: "
                   + ", ".join(f"{k} {v}" for k, v in excluded.items()), file=sys.stderr)
     if result.other_run:
-        print(f"offline-eval: {result.other_run} label(s) name another run (their 'run' fingerprint is not this "
-              "run's): left out; pass --any-run if that run scored the same samples", file=sys.stderr)
+        verb = "names" if result.other_run == 1 else "name"
+        print(f"offline-eval: {_count(result.other_run, 'label')} {verb} another run (their 'run' fingerprint is not "
+              "this run's): left out; pass --any-run if that run scored the same samples", file=sys.stderr)
     if partial:
         print(f"offline-eval: {printable(str(run_dir))} has not finished (--partial): these estimates are over the "
               f"{len(run.ids)} rows written so far, not the whole run; labels of rows not yet written count as "
@@ -67,6 +68,31 @@ def cmd_estimate(args: argparse.Namespace) -> int:
     if not args.no_write:
         _keep(run_dir, result)
     return 0
+
+
+def _check_some_estimate(result: Any, run: Any, labels: Path, run_dir: Path) -> None:
+    """A DataError (one line, exit 2) when the labels file gives no metric of the run a label: an empty
+    file, or labels only for metrics the run did not score, estimate nothing, and an exit of 0 with no
+    figure would read as done."""
+    from offline_eval.data.schema import DataError
+
+    if result.estimates:
+        return
+    review = f"`offline-eval review {shlex.quote(str(run_dir))}`"
+    if not result.n_lines:
+        raise DataError(f"holds no labels: make some with {review}, or name another labels file with --labels",
+                        source=str(labels))
+    if not result.unknown_metrics:  # every label was given on another run
+        raise DataError(f"every label ({result.other_run}) names another run (its 'run' fingerprint is not "
+                        "this run's): pass --any-run if that run scored the same samples, or label this run with "
+                        f"{review}", source=str(labels))
+    raise DataError(f"no label names a metric of this run (the labels are for {', '.join(result.unknown_metrics)}; "
+                    f"the run scored {', '.join(run.metrics)}): label this run's metrics with {review}",
+                    source=str(labels))
+
+
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}{'' if n == 1 else 's'}"
 
 
 def _check_finished(run_dir: Path, partial: bool) -> bool:

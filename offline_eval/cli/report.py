@@ -5,8 +5,10 @@ callable taking the parsed arguments and returning the exit status. Only argpars
 here; the report machinery is imported when a command runs.
 
 Exit status: 0 success; 1 ``--fail-on-regression`` found a significant regression, or a metric whose
-pairs are too few (``--max-unscored``); 2 bad input (missing or malformed run directory), or runs a
-gate cannot rest on (no metric or no sample in common, a run not finished).
+pairs leave out too many of the samples either run scored (``--max-unscored``; a sample one run lacks
+counts as one it left unscored); 2 bad input (missing or malformed run directory), or runs a gate cannot
+rest on (no metric or no sample in common, a run not finished, a metric on fewer pairs than
+:data:`offline_eval.thresholds.MIN_PAIRS`).
 """
 
 from __future__ import annotations
@@ -21,14 +23,21 @@ __all__ = ["register", "cmd_report", "cmd_compare", "main"]
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    """Write the HTML report of a run and print its path."""
-    from offline_eval.report.html import write_report
+    """Write the HTML report of a run and print its path; a run that has not finished, or whose rows are
+    missing, is said on stderr too, since the page alone may never be opened."""
+    from offline_eval.report.html import load_run, partial_notes, write_report
 
     try:
-        path = write_report(args.run_dir, getattr(args, "output", None))
+        data = load_run(args.run_dir)
+        path = write_report(data, getattr(args, "output", None))
     except (OSError, ValueError) as exc:
         print(f"offline-eval report: {exc}", file=sys.stderr)
         return 2
+    for note in partial_notes(data):
+        print(f"offline-eval report: {note}", file=sys.stderr)
+    if data.starter:
+        print("offline-eval report: starter profile: these scores only show that the pipeline runs; do not use "
+              "them to judge a system", file=sys.stderr)
     print(path)
     return 0
 
@@ -52,8 +61,12 @@ def cmd_compare(args: argparse.Namespace) -> int:
 
 def _gate(comparison: Any, max_unscored: float | None) -> int:
     """--fail-on-regression: 2 when the runs cannot be gated on (one line each: what is missing), else
-    each metric's pairs, then 1 when a metric rests on too few of them or regressed."""
-    from offline_eval.report.compare import gate_failures, gate_lines, gate_refusals, regression_failures
+    each metric's pairs, then 1 when a metric's pairs leave out too many of the samples either run scored
+    (unscored or missing from one run) or it regressed, else 2 when a metric rests on too few pairs for an
+    interval (a failure wins: the candidate already does not pass)."""
+    from offline_eval.report.compare import (
+        gate_failures, gate_lines, gate_refusals, gate_too_few, regression_failures,
+    )
     from offline_eval.thresholds import DEFAULT_MAX_UNSCORED
 
     refusals = gate_refusals(comparison)
@@ -70,12 +83,15 @@ def _gate(comparison: Any, max_unscored: float | None) -> int:
     regressions = regression_failures(comparison)
     for line in regressions:
         print(f"REGRESSION: {line}", file=sys.stderr)
-    return 1 if failures or regressions else 0
+    too_few = gate_too_few(comparison, limit)
+    for line in too_few:
+        print(f"offline-eval compare: cannot gate: {line}", file=sys.stderr)
+    return 1 if failures or regressions else 2 if too_few else 0
 
 
 def register(subparsers: Any) -> None:
     """Add the ``report`` and ``compare`` subcommands to an argparse subparsers object."""
-    from offline_eval.thresholds import DEFAULT_MAX_UNSCORED, unscored_share
+    from offline_eval.thresholds import DEFAULT_MAX_UNSCORED, MIN_PAIRS, unscored_share
 
     p = subparsers.add_parser("report", help="write a self-contained HTML report of a run",
                               description="Write RUN_DIR/report.html: one self-contained file that "
@@ -99,11 +115,13 @@ def register(subparsers: Any) -> None:
     c.add_argument("--fail-on-regression", action="store_true",
                    help="exit 1 when any metric is significantly worse in RUN_B "
                         "(p < 0.05 and the 95%% interval entirely on the bad side of zero), or when a metric's "
-                        "pairs are too few (--max-unscored); exit 2 when the runs share no metric or no sample, "
-                        "or one has not finished")
+                        "pairs leave out too many samples, unscored or missing from one run (--max-unscored); "
+                        "exit 2 when the runs share no metric or no sample, one has not finished, or a metric "
+                        f"has fewer than {MIN_PAIRS} pairs")
     c.add_argument("--max-unscored", type=unscored_share, metavar="SHARE",
-                   help="with --fail-on-regression: the share of the samples both runs have that may go unscored "
-                        f"in one run or the other before a metric's gate fails (default {DEFAULT_MAX_UNSCORED:g})")
+                   help="with --fail-on-regression: the share of the samples either run scored that may be "
+                        "unscored in, or missing from, the other before a metric's gate fails "
+                        f"(default {DEFAULT_MAX_UNSCORED:g})")
     c.set_defaults(func=cmd_compare)
 
 

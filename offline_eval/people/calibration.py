@@ -152,10 +152,29 @@ class Calibration:
     def applies_to(self, metric: str, models: dict[str, str], settings: dict[str, Any]) -> bool:
         return self.metric == metric and self.models == models and self.settings == settings
 
+    def fitted_on(self) -> str:
+        """Where the calibration was fitted, as a run's line shows it: the labelled dataset, or the run
+        folder and labels file (``calibrate --run``), and, when it rests on fewer labels of a class than
+        the default minimum (--min-per-class was lowered), how few."""
+        from offline_eval.thresholds import MIN_LABELS_PER_CLASS
+
+        source = self.source
+        if source.get("dataset"):
+            where = str(source["dataset"])
+        elif source.get("run"):
+            where = f"run {source['run']}" + (f", labels {source['labels']}" if source.get("labels") else "")
+        else:
+            where = "labels of unrecorded origin"
+        yes, no = self.n_positive, self.n - self.n_positive
+        if min(yes, no) < MIN_LABELS_PER_CLASS:
+            where += f", {yes} yes and {no} no, below the default minimum of {MIN_LABELS_PER_CLASS} per class"
+        return where
+
     def describe(self) -> dict[str, Any]:
-        """What a run records about the calibration it used."""
+        """What a run records about the calibration it used; ``fitted_on`` is what its line says of it."""
         return {"threshold": round(self.threshold, 6), "platt": [round(x, 6) for x in self.platt], "n": self.n,
-                "n_positive": self.n_positive, "quality": self.quality, "source": self.source}
+                "n_positive": self.n_positive, "quality": self.quality, "source": self.source,
+                "fitted_on": self.fitted_on()}
 
     def to_dict(self) -> dict[str, Any]:
         out = asdict(self)

@@ -380,8 +380,9 @@ def estimate_metric(metric: str, values: Mapping[str, float | None], combined: M
     judge = float(np.mean(list(scored.values()))) if scored else None
     ppi_figures = ppi.to_dict()
     if 0 < len(labelled) < FEW_LABELS:
-        few = (f"only {len(labelled)} labels: the interval is a large-sample approximation, measured from 30 "
-               "labels up (docs/estimate.md)")
+        count = f"{len(labelled)} label{'' if len(labelled) == 1 else 's'}"
+        few = (f"only {count}: the interval is a large-sample approximation, measured from 30 labels up "
+               "(docs/estimate.md)")
         ppi_figures["note"] = "; ".join(filter(None, [ppi_figures.get("note"), few]))
     return {"n_labelled": len(labelled), "n": len(scored),
             "judge_mean": None if judge is None else round(judge, 6),

@@ -72,6 +72,17 @@ class Label:
         return {"id": self.id, "metric": self.metric, "label": self.word, **out}
 
 
+def _shown(value: Any) -> str:
+    """A JSON value as an error message shows it: text and numbers as they are (cut short), a list or an
+    object by its kind, so one line stays one line."""
+    if isinstance(value, list):
+        return "a list"
+    if isinstance(value, Mapping):
+        return "an object"
+    text = repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
 def parse_label(obj: Any, *, source: str = "labels", line: int | None = None) -> Label:
     """One label from a decoded JSON line; a one-line DataError naming the line and field otherwise."""
     def bad(field: str, message: str) -> DataError:
@@ -83,9 +94,11 @@ def parse_label(obj: Any, *, source: str = "labels", line: int | None = None) ->
         if not isinstance(obj.get(field), (str, int)) or isinstance(obj.get(field), bool) or obj.get(field) == "":
             raise bad(field, "is missing or not text")
     raw = obj.get("label")
-    key = raw.strip().lower() if isinstance(raw, str) else raw
-    if key not in _VALUES or isinstance(key, (int, float)) and not isinstance(key, bool):
-        raise bad("label", f"expected yes, no, unsure, true or false, got {raw!r}")
+    # only text and true/false are looked up: a list or an object is no key of _VALUES (nor hashable),
+    # and 1 / 0 would match true / false
+    key = raw.strip().lower() if isinstance(raw, str) else raw if isinstance(raw, bool) else None
+    if key not in _VALUES:
+        raise bad("label", f"expected yes, no, unsure, true or false, got {_shown(raw)}")
     order = obj.get("order")
     if order is not None and (not isinstance(order, int) or isinstance(order, bool) or order < 0):
         raise bad("order", f"expected a whole number from 0, got {order!r}")

@@ -1,5 +1,9 @@
 """Reading a run directory (``results.jsonl`` + ``summary.json``) written by ``offline-eval run``.
 
+A folder without summary.json holds a run that has not finished (killed, or still running): its record is
+then run.json's, written when it started, so its profile (the starter warning among it), dataset and
+metrics are still known, and :func:`partial_notes` says how much of it there is.
+
 Everything in a run directory is treated as untrusted: records may lack fields or carry values of
 the wrong type, and the readers here degrade to ``None`` rather than fail on them. A line of
 results.jsonl that is no result row is read as :mod:`offline_eval.runlog` reads it, as every reader does.
@@ -16,7 +20,7 @@ from typing import Any, Mapping
 from offline_eval.records import (
     MetricSummary, ResultRow, RunSummary, finite, metric_names, text_of,
 )
-from offline_eval.runlog import RESULTS, SUMMARY, read_results, summary_dict
+from offline_eval.runlog import RESULTS, SUMMARY, RunLogError, read_results, run_info, summary_dict
 
 
 def lower_is_better(metric: str, entry: MetricSummary | Mapping[str, Any] | None = None) -> bool:
@@ -35,6 +39,8 @@ class RunData:
     path: Path
     summary: RunSummary
     results: list[ResultRow] = field(default_factory=list)
+    finished: bool = True  # summary.json was there: the run ended
+    results_found: bool = True  # results.jsonl was there (a finished run's may have been removed)
 
     @property
     def run(self) -> Mapping[str, Any]:
@@ -53,6 +59,36 @@ class RunData:
     def starter(self) -> bool:
         return self.summary.starter
 
+    @property
+    def n_samples(self) -> int | None:
+        """How many samples the run counts (summary.json's count of its rows when it finished); None when
+        its record gives none, as a run that has not finished does not."""
+        n = self.run.get("n_samples")
+        return n if isinstance(n, int) and not isinstance(n, bool) and n >= 0 else None
+
+
+def partial_notes(data: RunData) -> list[str]:
+    """One plain sentence for each way ``data`` holds less than a finished run's rows: a run that has not
+    finished (k samples scored so far), a finished run whose results.jsonl is missing, empty, or holds
+    fewer rows than its summary counts. Empty for a whole run."""
+    k, n = len(data.results), data.n_samples
+    if not data.finished:
+        of = f" of {n}" if n is not None and n >= k else ""
+        return [f"unfinished run: {k}{of} samples scored so far (no {SUMMARY}: the run was stopped or is still "
+                f"running); every figure rests on these {k} samples only; rerun the same `offline-eval run` "
+                "command to finish it"]
+    if n is None or k >= n:
+        return []
+    rerun = "rerun the same `offline-eval run` command to score the missing samples again"
+    if not data.results_found:
+        return [f"{RESULTS} is missing: {SUMMARY} counts {n} scored samples, but none of their rows can be "
+                f"shown, and the summary's figures cannot be checked against them; {rerun}"]
+    if not k:
+        return [f"{RESULTS} is empty: {SUMMARY} counts {n} scored samples, but none of their rows can be shown; "
+                f"{rerun}"]
+    return [f"{RESULTS} holds {k} of the {n} samples {SUMMARY} counts (the others' rows were cut short or "
+            f"removed): the summary's figures rest on all {n}, the sample rows on {k}; {rerun}"]
+
 
 def as_run_summary(summary: RunSummary | Mapping[str, Any]) -> RunSummary:
     """A run's summary as a record: summary.json's JSON, or just its ``"metrics"`` mapping, or the record."""
@@ -68,8 +104,18 @@ def load_run(run_dir: str | Path) -> RunData:
         raise FileNotFoundError(f"{path}: not a run directory")
     if not (path / RESULTS).exists() and not (path / SUMMARY).exists():
         raise FileNotFoundError(f"{path}: no {RESULTS} or {SUMMARY}; is this a run directory?")
-    results = list(read_results(path)) if (path / RESULTS).exists() else []
-    data = RunData(path, RunSummary.from_dict(summary_dict(path) or {}), results)
+    found = (path / RESULTS).exists()
+    results = list(read_results(path)) if found else []
+    summary = summary_dict(path)
+    finished = summary is not None  # read once: a run that finishes meanwhile is read as it was
+    if summary is None:  # not finished: what the run recorded when it started stands in for its record
+        try:
+            started = run_info(path)
+        except RunLogError:  # a damaged run.json leaves the rows readable: the record is only unknown
+            started = None
+        summary = {"run": started} if started is not None else {}
+    data = RunData(path, RunSummary.from_dict(summary), results, finished=finished,
+                   results_found=found)
     if not data.metric_summaries and results:
         metrics = summarize_results(results, data.metric_names)
         data.summary = replace(data.summary, metrics=metrics, conversations=data.summary.conversations
@@ -145,7 +191,8 @@ def calibration_notes(metrics: Mapping[str, MetricSummary]) -> list[str]:
         quality, source = c.get("quality"), c.get("source")
         cv = finite(quality.get("balanced_accuracy_cross_validated")) if isinstance(quality, Mapping) else None
         share = finite(c.get("positive_share"))
-        dataset = source.get("dataset", "?") if isinstance(source, Mapping) else "?"
+        # a run before fitted_on was recorded names only the labelled dataset, if any
+        dataset = c.get("fitted_on") or (source.get("dataset") if isinstance(source, Mapping) else None) or "?"
         lines.append(f"{name}: calibrated threshold {fmt_num(c.get('threshold'))}"
                      + (f", {share:.0%} of samples at or above it" if share is not None else "")
                      + f" (fitted on {dataset}, n = {c.get('n')}"

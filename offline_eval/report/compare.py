@@ -4,7 +4,10 @@ Samples are paired by id; a metric's pairs are the samples scored in both runs. 
 ``mean(b - a)`` with a paired bootstrap 95% interval and two-sided p-value
 (:func:`offline_eval.stats.paired_bootstrap`). A metric *regressed* when the change is
 significantly in the bad direction: p < alpha and the whole interval below zero (above zero for
-metrics where lower is better, such as ``hallucination_rate``).
+metrics where lower is better, such as ``hallucination_rate``). On fewer than
+:data:`~offline_eval.thresholds.MIN_PAIRS` pairs a metric has its delta but no interval, p-value or
+verdict; above it the p-value is never put below ``2 / 2**n``, the least the exact sign-flip test gives on
+n pairs (the bootstrap's own floor, ``1 / resamples``, is reached by a few pairs all moving one way).
 
 ``by="conversation"`` pairs conversations instead (by ``conversation_id``) and compares each metric's
 conversation means as each run's summary gives them (the mean over the conversation's scored turns),
@@ -13,9 +16,11 @@ has; the bootstrap resamples conversations.
 
 A regression gate must be able to fail: :func:`gate_refusals` says why two runs cannot be gated on (one
 has not finished, they share no metric, no sample, no pair), and :func:`gate_failures` fails a metric
-whose pairs are too few: of the samples both runs have that either run scored, more than
-``max_unscored`` (the ``--fail-under`` limit) left unscored by the other. :func:`gate_lines` says on how
-many pairs each metric rests.
+whose pairs are too few: of the samples either run scored, more than ``max_unscored`` (the
+``--fail-under`` limit) left unscored by the other run or missing from the candidate (B). A sample the
+candidate lacks counts as one it left unscored, so a candidate that lost rows (run with ``--limit``, cut
+short) does not pass on the rows it kept; a sample only the candidate has is new, and not counted. :func:`gate_too_few` names the metrics that do not fail so but rest on fewer than
+``MIN_PAIRS`` pairs, which cannot be gated on. :func:`gate_lines` says on how many pairs each metric rests.
 """
 
 from __future__ import annotations
@@ -26,12 +31,11 @@ from pathlib import Path
 from typing import IO, Mapping
 
 from offline_eval.records import finite
-from offline_eval.report._run import RunData, e, load_run, lower_is_better, text_of
-from offline_eval.runlog import is_finished
-from offline_eval.thresholds import DEFAULT_MAX_UNSCORED
+from offline_eval.report._run import RunData, e, load_run, lower_is_better, partial_notes, text_of
+from offline_eval.thresholds import DEFAULT_MAX_UNSCORED, MIN_PAIRS
 
 __all__ = ["SampleDelta", "MetricComparison", "Comparison", "compare_runs", "regression_failures",
-           "gate_refusals", "gate_failures", "gate_lines", "format_comparison", "print_comparison",
+           "gate_refusals", "gate_failures", "gate_too_few", "gate_lines", "format_comparison", "print_comparison",
            "render_comparison_html", "write_comparison_html", "COMPARE_FILE"]
 
 COMPARE_FILE = "compare.html"
@@ -57,7 +61,8 @@ class SampleDelta:
 
 @dataclass
 class MetricComparison:
-    """A metric's paired comparison; ``delta``/``ci95``/``p_value`` are None without pairs."""
+    """A metric's paired comparison; ``delta``/``ci95``/``p_value`` are None without pairs, and ``ci95`` and
+    ``p_value`` on fewer than ``MIN_PAIRS`` of them."""
 
     name: str
     n_pairs: int
@@ -69,7 +74,19 @@ class MetricComparison:
     lower_is_better: bool = False
     most_regressed: list[SampleDelta] = field(default_factory=list)
     alpha: float = ALPHA
-    n_either: int = 0  # units in both runs that either run scored (pairs, and those one run left unscored)
+    n_either: int = 0  # units either run scored: the pairs, those the other run left unscored, those B lacks
+    missing_in_a: int = 0  # units B scored that A does not have (not in n_either)
+    missing_in_b: int = 0  # units A scored that B does not have
+
+    @property
+    def too_few(self) -> bool:
+        """Paired on too few units for an interval or a p-value (but on some)."""
+        return 0 < self.n_pairs < MIN_PAIRS
+
+    @property
+    def unscored_in_other(self) -> int:
+        """Units both runs have that one of them scored and the other left unscored."""
+        return self.n_either - self.n_pairs - self.missing_in_b
 
     @property
     def significant(self) -> bool:
@@ -93,6 +110,8 @@ class MetricComparison:
     def verdict(self) -> str:
         if self.n_pairs == 0:
             return "no pairs"
+        if self.too_few:
+            return f"too few pairs for an interval (n={self.n_pairs}, needs at least {MIN_PAIRS})"
         return "regressed" if self.regressed else "improved" if self.improved else "no significant change"
 
 
@@ -113,6 +132,7 @@ class Comparison:
     starter: list[str] = field(default_factory=list)  # "A" / "B": runs on the starter profile
     unit: str = "sample"  # what was paired: "sample" (by id) or "conversation" (by conversation id)
     unfinished: list[str] = field(default_factory=list)  # "A" / "B": folders with no summary.json yet
+    partial: list[str] = field(default_factory=list)  # "B (path): ...": a run with fewer rows than it counts
 
     def metric(self, name: str) -> MetricComparison:
         for m in self.metrics:
@@ -191,12 +211,15 @@ def compare_runs(run_a: str | Path | RunData, run_b: str | Path | RunData, *, al
         [key for key in ia if key not in ib], [key for key in ib if key not in ia], metrics,
         [m for m in names_a if m not in names_b], [m for m in names_b if m not in names_a],
         [side for side, data in (("A", a), ("B", b)) if data.starter], by,
-        [side for side, data in (("A", a), ("B", b)) if not is_finished(data.path)])
+        [side for side, data in (("A", a), ("B", b)) if not data.finished],
+        [f"{side} ({data.path}): {note}" for side, data in (("A", a), ("B", b)) if data.finished
+         for note in partial_notes(data)])
 
 
 def _compare_metric(m: str, ia: dict[str, _Unit], ib: dict[str, _Unit], common: list[str], lib: bool,
                     alpha: float, top: int) -> MetricComparison:
-    """One metric's paired comparison over the units scored in both runs."""
+    """One metric's paired comparison over the units scored in both runs; ``n_either`` also counts the
+    units one run scored that the other lacks, which a gate holds against the run that lacks them."""
     from offline_eval.stats import paired_bootstrap
 
     pairs: list[SampleDelta] = []
@@ -208,15 +231,28 @@ def _compare_metric(m: str, ia: dict[str, _Unit], ib: dict[str, _Unit], common: 
         if va is None or vb is None:
             continue
         pairs.append(SampleDelta(key, va, vb, ub.question or ua.question, ua.answer, ub.answer))
+    # a candidate (B) that lacks rows the baseline scored has lost them; rows only B has (a dataset that
+    # grew) are new, not a regression, and stay out of the gate's count
+    missing_in_b = sum(1 for key, unit in ia.items() if key not in ib and unit.values[m] is not None)
+    missing_in_a = sum(1 for key, unit in ib.items() if key not in ia and unit.values[m] is not None)
+    either += missing_in_b
     if not pairs:
-        return MetricComparison(m, 0, None, None, None, None, None, lib, [], alpha, either)
-    result = paired_bootstrap([p.a for p in pairs], [p.b for p in pairs])
+        return MetricComparison(m, 0, None, None, None, None, None, lib, [], alpha, either, missing_in_a,
+                                missing_in_b)
     worse = [p for p in pairs if (p.delta > 0 if lib else p.delta < 0)]
     worse.sort(key=lambda p: (-p.delta if lib else p.delta, p.id))
+    mean_a, mean_b = sum(p.a for p in pairs) / len(pairs), sum(p.b for p in pairs) / len(pairs)
+    if len(pairs) < MIN_PAIRS:  # a delta, but no interval or p-value to act on
+        delta = sum(p.delta for p in pairs) / len(pairs)
+        return MetricComparison(m, len(pairs), mean_a, mean_b, delta, None, None, lib, worse[:top], alpha, either,
+                                missing_in_a, missing_in_b)
+    result = paired_bootstrap([p.a for p in pairs], [p.b for p in pairs])
+    # a few pairs all moving one way put the bootstrap's p-value at its floor, 1/resamples, though the exact
+    # sign-flip test on them cannot go below 2/2**n: the smaller figure would claim more than the pairs hold
+    p_value = max(float(result.p_value), 2.0 ** (1 - len(pairs)))
     return MetricComparison(
-        m, result.n_pairs, sum(p.a for p in pairs) / len(pairs), sum(p.b for p in pairs) / len(pairs),
-        result.delta, (float(result.ci95[0]), float(result.ci95[1])), float(result.p_value), lib,
-        worse[:top], alpha, either)
+        m, result.n_pairs, mean_a, mean_b, result.delta, (float(result.ci95[0]), float(result.ci95[1])),
+        p_value, lib, worse[:top], alpha, either, missing_in_a, missing_in_b)
 
 
 def _num(v: float | None, digits: int = 3, sign: bool = False) -> str:
@@ -254,12 +290,14 @@ def regression_failures(comparison: Comparison) -> list[str]:
 
 def gate_refusals(comparison: Comparison) -> list[str]:
     """Why a regression gate cannot rest on this comparison at all (one line each, saying what to do);
-    empty when it can: a run that has not finished, no metric, no sample or no pair in common."""
+    empty when it can: a run that has not finished or holds fewer rows than its summary counts, no
+    metric, no sample or no pair in common."""
     c, lines = comparison, []
     what = "sample id" if c.unit == "sample" else "conversation id"
     for side in c.unfinished:
         lines.append(f"run {side} ({c.run_a if side == 'A' else c.run_b}) has not finished (no summary.json): rerun "
                      "the same `offline-eval run` command to finish it before gating on it")
+    lines += [f"run {note}" for note in c.partial]  # a finished run that lost rows is no whole run either
     if not c.metrics:
         lines.append(f"the runs share no metric (A: {', '.join(c.metrics_only_in_a) or 'none'}; B: "
                      f"{', '.join(c.metrics_only_in_b) or 'none'}): nothing to gate on; score both with the same metrics")
@@ -271,24 +309,48 @@ def gate_refusals(comparison: Comparison) -> list[str]:
     return lines
 
 
+def _unpaired(m: MetricComparison) -> str:
+    """What keeps a metric's units from pairing in the gate's count: "2 missing from B, 1 unscored in the
+    other"."""
+    parts = [f"{m.missing_in_b} missing from B"] if m.missing_in_b else []
+    if m.unscored_in_other or not parts:
+        parts.append(f"{m.unscored_in_other} unscored in the other")
+    return ", ".join(parts)
+
+
+def _fails_unscored(m: MetricComparison, max_unscored: float) -> bool:
+    return m.n_either - m.n_pairs > max_unscored * m.n_either
+
+
 def gate_failures(comparison: Comparison, max_unscored: float = DEFAULT_MAX_UNSCORED) -> list[str]:
-    """One line per metric whose pairs are too few to gate on: of the units both runs have that either
-    run scored, more than ``max_unscored`` left unscored by the other (a run that stops scoring a
-    metric must not pass because its change is measured on what is left)."""
+    """One line per metric whose pairs are too few to gate on: of the units either run scored, more than
+    ``max_unscored`` left unscored by the other run or missing from the candidate (a run that stops
+    scoring a metric, or lost rows, must not pass because its change is measured on what is left)."""
     lines = []
     for m in comparison.metrics:
-        missing = m.n_either - m.n_pairs
-        if missing > max_unscored * m.n_either:
-            lines.append(f"{m.name}: {missing} of the {m.n_either} {comparison.unit}s scored in A or B are unscored "
-                         f"in the other ({100 * missing / m.n_either:.0f}%), more than the {max_unscored * 100:g}% "
-                         f"--max-unscored allows: its change rests on {m.n_pairs} pairs; see why they went "
-                         "unscored, or pass a higher --max-unscored")
+        if _fails_unscored(m, max_unscored):
+            missing = m.n_either - m.n_pairs
+            lines.append(f"{m.name}: {missing} of the {m.n_either} {comparison.unit}s scored in A or B are not "
+                         f"paired ({_unpaired(m)}; {100 * missing / m.n_either:.0f}%), more than "
+                         f"the {max_unscored * 100:g}% --max-unscored allows: its change rests on {m.n_pairs} pairs; "
+                         "score the same samples in both runs and see why any went unscored, or pass a higher "
+                         "--max-unscored")
     return lines
+
+
+def gate_too_few(comparison: Comparison, max_unscored: float = DEFAULT_MAX_UNSCORED) -> list[str]:
+    """One line per metric a gate cannot rest on because it has fewer than ``MIN_PAIRS`` pairs (and does
+    not already fail :func:`gate_failures`): neither passing nor failing it would mean anything."""
+    unit = comparison.unit
+    return [f"{m.name}: {m.n_pairs} pairs of the {m.n_either} {unit}s scored in A or B, too few for an interval "
+            f"(needs at least {MIN_PAIRS}: on fewer, not even every pair moving the same way reaches p < 0.05): "
+            f"nothing to gate on; score more {unit}s in both runs"
+            for m in comparison.metrics if m.too_few and not _fails_unscored(m, max_unscored)]
 
 
 def gate_lines(comparison: Comparison, max_unscored: float = DEFAULT_MAX_UNSCORED) -> list[str]:
     """One line per metric: its change and the pairs it rests on; a metric neither run scored on any
-    unit both have is not gated, and says so."""
+    unit either has is not gated, and says so."""
     lines = []
     for m in comparison.metrics:
         if not m.n_either:
@@ -297,7 +359,7 @@ def gate_lines(comparison: Comparison, max_unscored: float = DEFAULT_MAX_UNSCORE
             continue
         missing = m.n_either - m.n_pairs
         lines.append(f"{m.name}: delta {_num(m.delta, sign=True)} over {m.n_pairs} pairs of the {m.n_either} "
-                     f"{comparison.unit}s scored in A or B ({missing} unscored in the other, "
+                     f"{comparison.unit}s scored in A or B ({_unpaired(m)}, "
                      f"{100 * missing / m.n_either:.0f}%; at most {max_unscored * 100:g}% allowed, --max-unscored)")
     return lines
 
@@ -320,11 +382,14 @@ def _notes(comparison: Comparison) -> list[str]:
         notes.append(f"starter profile ({' and '.join(comparison.starter)}): these scores only show that the "
                      "pipeline runs; do not use them to judge a system")
     for side in comparison.unfinished:
-        notes.append(f"{side} has not finished (no summary.json): only the rows written so far are compared")
+        notes.append(f"{side} has not finished (no summary.json): reading a partial run, only the rows written so "
+                     "far are compared")
+    notes += comparison.partial
     if comparison.only_in_a:
-        notes.append(f"{len(comparison.only_in_a)} {units} only in A (ignored)")
+        notes.append(f"{len(comparison.only_in_a)} {units} only in A (no pair: not in the deltas; "
+                     "--fail-on-regression counts them as missing from B)")
     if comparison.only_in_b:
-        notes.append(f"{len(comparison.only_in_b)} {units} only in B (ignored)")
+        notes.append(f"{len(comparison.only_in_b)} {units} only in B (no pair: not in the deltas)")
     if comparison.metrics_only_in_a:
         notes.append("metrics only in A: " + ", ".join(comparison.metrics_only_in_a))
     if comparison.metrics_only_in_b:
@@ -430,7 +495,9 @@ def render_comparison_html(comparison: Comparison) -> str:
                 "<th class='num'>p</th><th class='num'>pairs</th><th>verdict</th></tr></thead><tbody>"
                 + "".join(rows) + f"</tbody></table><p class='muted small'>Paired bootstrap over {c.unit}s "
                 "scored in both runs; two-sided p-value. A change is called a regression/improvement when "
-                f"p &lt; {ALPHA} and the whole 95% interval lies on one side of zero.</p></section>")
+                f"p &lt; {ALPHA} and the whole 95% interval lies on one side of zero. On fewer than {MIN_PAIRS} "
+                "pairs no interval or p-value is given: not even every pair moving the same way could reach "
+                f"p &lt; {ALPHA}.</p></section>")
     body += [_most_regressed_html(m, c.unit) for m in c.metrics if m.most_regressed]
     body.append("</main><footer>Generated offline by offline-eval. This file loads nothing from the network.</footer>")
     return page(f"offline-eval comparison — {c.label_b} vs {c.label_a}", "".join(body),

@@ -22,7 +22,7 @@ from typing import Any, Iterable
 from offline_eval.records import MetricSummary, ResultRow
 from offline_eval.report import assets, svg
 from offline_eval.report._run import (
-    RunData, calibration_notes, e, fmt_ci, fmt_num, load_run, lower_is_better, str_list, text_of,
+    RunData, calibration_notes, e, fmt_ci, fmt_num, load_run, lower_is_better, partial_notes, str_list, text_of,
 )
 from offline_eval.report.badges import ci_bar, pill
 from offline_eval.report.conversations import (
@@ -33,7 +33,7 @@ from offline_eval.report.shares import DEFAULT_LINE, decision_line
 from offline_eval.runlog import REPORT, write_atomic
 
 __all__ = ["write_report", "render_report", "write_retrieval_report", "render_retrieval_report",
-           "page", "REPORT_FILE", "RETRIEVAL_REPORT_FILE"]
+           "page", "load_run", "partial_notes", "REPORT_FILE", "RETRIEVAL_REPORT_FILE"]
 
 REPORT_FILE = REPORT
 RETRIEVAL_REPORT_FILE = "retrieval_report.html"
@@ -134,8 +134,12 @@ def _timing(run: dict[str, Any]) -> list[tuple[str, Any]]:
 def _header(data: RunData) -> str:
     run = data.run
     dataset = run.get("dataset") or data.path.name
-    meta = [("dataset", dataset), ("profile", run.get("profile")),
-            ("samples", run.get("n_samples", len(data.results)))]
+    samples: Any = data.n_samples if data.n_samples is not None else len(data.results)
+    if not data.finished:
+        samples = f"{len(data.results)} scored so far (unfinished)"
+    elif len(data.results) != samples:
+        samples = f"{samples} in the summary, {len(data.results)} rows in the results"
+    meta = [("dataset", dataset), ("profile", run.get("profile")), ("samples", samples)]
     threads = run.get("threads") if isinstance(run.get("threads"), dict) else {}
     if threads:
         chosen = threads.get("threads") or f"torch default ({threads.get('cores')})"
@@ -190,6 +194,16 @@ def _starter_banner(data: RunData) -> str:
             "These scores come from the small starter models and only show that the pipeline runs "
             "end to end. Do not use them to judge or compare RAG systems; rerun with a full "
             "profile for real scores.</div>")
+
+
+def _partial_banner(data: RunData) -> str:
+    """Said before any figure: the run has not finished, or its rows are missing, so the page is not a whole
+    run's report however finished it looks."""
+    notes = partial_notes(data)
+    if not notes:
+        return ""
+    return ("<div class='banner error' id='partial-banner' role='alert'>"
+            + "".join(f"<p><b>Not a whole run:</b> {e(n)}.</p>" for n in notes) + "</div>")
 
 
 _NO_SUMMARY = MetricSummary(None, None, None, 0, 0)
@@ -436,7 +450,7 @@ def render_report(data: RunData) -> str:
     anchors = [f"s-{i}" for i in range(len(data.results))]
     title = f"offline-eval — {data.run.get('dataset') or data.path.name}"
     conversations = conversations_of(data)
-    body = (_header(data) + "<main>" + _starter_banner(data)
+    body = (_header(data) + "<main>" + _partial_banner(data) + _starter_banner(data)
             + _summary_section(data, metrics) + _estimates_section(data) + _distributions_section(data, metrics)
             + _worst_section(data, metrics, anchors) + conversations_section(data, metrics, anchors, conversations)
             + _samples_section(data, metrics, anchors, placements(conversations))
@@ -445,9 +459,10 @@ def render_report(data: RunData) -> str:
     return page(title, body, scripts=[assets.TABLE_JS] + ([assets.CONVERSATIONS_JS] if conversations else []))
 
 
-def write_report(run_dir: str | Path, output: str | Path | None = None) -> Path:
-    """Write ``run_dir/report.html`` (or ``output``) and return its path."""
-    data = load_run(run_dir)
+def write_report(run_dir: str | Path | RunData, output: str | Path | None = None) -> Path:
+    """Write ``run_dir/report.html`` (or ``output``) and return its path; ``run_dir`` may be the run already
+    loaded (:func:`offline_eval.report._run.load_run`)."""
+    data = run_dir if isinstance(run_dir, RunData) else load_run(run_dir)
     path = Path(output) if output is not None else data.path / REPORT_FILE
     path.parent.mkdir(parents=True, exist_ok=True)
     write_atomic(path, render_report(data))  # a full disk leaves the earlier report, not half of one

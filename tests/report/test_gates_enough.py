@@ -107,7 +107,11 @@ def test_compare_gate_fails_a_metric_the_candidate_stopped_scoring_and_prints_it
     assert "gate: faithfulness: delta +0.000 over 4 pairs of the 11 samples scored in A or B (7 unscored in the " \
            "other, 64%; at most 10% allowed, --max-unscored)" in out
     assert "GATE FAILED: faithfulness: 7 of the 11 samples" in err
-    assert _compare(str(a), str(b), "-o", str(tmp_path / "cmp"), "--fail-on-regression", "--max-unscored", "0.7") == 0
+    # allowed that many unscored, its 4 pairs are still too few to gate on either way
+    assert _compare(str(a), str(b), "-o", str(tmp_path / "cmp"), "--fail-on-regression", "--max-unscored", "0.7") == 2
+    [line] = capsys.readouterr().err.strip().splitlines()
+    assert line.startswith("offline-eval compare: cannot gate: faithfulness: 4 pairs of the 11 samples scored in A "
+                           "or B, too few for an interval (needs at least 6")
 
 
 def test_compare_gate_refuses_a_run_still_being_written(tmp_path, capsys):

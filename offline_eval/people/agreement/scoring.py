@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import numbers
 import sys
 from collections import Counter
 from itertools import combinations
@@ -53,23 +54,31 @@ def resolve_metric(name: str) -> Metric:
 def label_value(raw: Any, positive: Sequence[str] = (), drop: Sequence[str] = ()) -> float | str | None:
     """A human label as a number: 1/0 for strings (1 when in ``positive``), numbers as they are.
 
-    Returns ``"drop"`` for a value listed in ``drop``, None for a missing label. A string that is
-    not in ``positive`` counts 0 when ``positive`` is given; without ``positive``, a string must
-    read as a number (``"1"``, ``"0.5"``, ``"true"``/``"false"``) or a DataError is raised.
+    Returns ``"drop"`` for a value listed in ``drop``, None for a missing label. ``positive`` and
+    ``drop`` match text whatever its case (``--positive yes`` takes "Yes" and "YES", as "yes" is read
+    without it). A string that is not in ``positive`` counts 0 when ``positive`` is given; without
+    ``positive``, a string must read as a number (``"1"``, ``"0.5"``, ``"true"``/``"false"``) or a
+    DataError is raised. A list, an object or an infinite number is a DataError too: none is a label,
+    and counting it as "no" (its text is not a positive value) would hide the mistake.
     """
     if raw is None or (isinstance(raw, float) and math.isnan(raw)):
         return None
     if isinstance(raw, bool):
         return 1.0 if raw else 0.0
+    if isinstance(raw, (list, tuple, dict)):
+        raise DataError(f"expected a label (text, a number, true or false), got a "
+                        f"{'list' if not isinstance(raw, dict) else 'JSON object'}")
+    if isinstance(raw, numbers.Real) and not math.isfinite(raw):
+        raise DataError(f"label {raw} is not a finite number")
     text = str(raw).strip()
     if text == "":
         return None
-    if text in drop:
+    if _folded(text) in {_folded(d) for d in drop}:
         return DROP
-    if isinstance(raw, (int, float)):
+    if isinstance(raw, numbers.Real):
         return float(raw)
     if positive:
-        return 1.0 if text in positive else 0.0
+        return 1.0 if _folded(text) in {_folded(p) for p in positive} else 0.0
     lowered = text.lower()
     if lowered in ("true", "yes"):
         return 1.0
@@ -84,10 +93,15 @@ def label_value(raw: Any, positive: Sequence[str] = (), drop: Sequence[str] = ()
     return value
 
 
-def read_labels(samples: Sequence[Sample], label_field: str, *, positive: Sequence[str] = (),
-                drop: Sequence[str] = ()) -> tuple[list[tuple[Sample, float]], Counter[str]]:
+def _folded(text: Any) -> str:
+    return str(text).strip().casefold()
+
+
+def read_labels(samples: Sequence[Sample], label_field: str, *, positive: Sequence[str] = (), drop: Sequence[str] = (),
+                source: str | None = None) -> tuple[list[tuple[Sample, float]], Counter[str]]:
     """Samples with a usable label (``Sample.extra[label_field]``), and counts of the others by reason
-    (``no_label``, ``dropped_label``)."""
+    (``no_label``, ``dropped_label``). A bad label is a DataError naming ``source`` (the dataset), the
+    row and the field."""
     kept: list[tuple[Sample, float]] = []
     excluded: Counter[str] = Counter()
     for sample in samples:
@@ -96,7 +110,7 @@ def read_labels(samples: Sequence[Sample], label_field: str, *, positive: Sequen
         try:
             value = label_value(raw, positive, drop)
         except DataError as exc:
-            raise DataError(str(exc), row=sample.row, field=label_field) from None
+            raise DataError(str(exc), source=source, row=sample.row or None, field=label_field) from None
         if value is None:
             excluded["no_label"] += 1
         elif value == DROP:
@@ -143,12 +157,46 @@ def score_samples(samples: Sequence[Sample], setup: Run, output_dir: str | Path,
 
 
 # --- agreement report -----------------------------------------------------------------------------
-def _score_of(score: dict[str, Any], value_key: str | None) -> float | None:
+def _is_number(value: Any) -> bool:
+    return isinstance(value, numbers.Real) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def _held(value: Any) -> str:
+    """What a metadata value is, as a one-line message says it."""
+    if isinstance(value, bool):
+        return f"{str(value).lower()} (true/false)"
+    if isinstance(value, (list, tuple)):
+        return f"a list of {len(value)}"
+    if isinstance(value, dict):
+        return "an object"
+    text = repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+def numeric_keys(metadata: Any) -> list[str]:
+    """The keys of a score's metadata that hold a finite number (what --value can read)."""
+    return sorted(str(k) for k, v in metadata.items() if _is_number(v)) if isinstance(metadata, dict) else []
+
+
+def _score_of(score: dict[str, Any], value_key: str | None, *, sample: Sample | None = None,
+              source: str | None = None) -> float | None:
+    """The number agreement reads of a score: its value, or (``value_key``) its ``metadata[value_key]``;
+    None when unscored or the key is absent. A key holding anything but a finite number is a one-line
+    DataError naming the key, the sample and what the key holds: it cannot be ranked against labels."""
     if score.get("value") is None:
         return None
     if value_key:
-        value = score.get("metadata", {}).get(value_key)
-        return None if value is None else float(value)
+        metadata = score.get("metadata") or {}
+        value = metadata.get(value_key) if isinstance(metadata, dict) else None
+        if value is None:
+            return None
+        if not _is_number(value):
+            which = f" of sample {sample.id}" if sample is not None else ""
+            raise DataError(f"--value {value_key}: the metric's metadata[{value_key!r}]{which} holds {_held(value)}, "
+                            f"not a finite number; keys of its score holding numbers: "
+                            f"{', '.join(numeric_keys(metadata)) or 'none'}",
+                            source=source, row=(sample.row or None) if sample is not None else None)
+        return float(value)
     return float(score["value"])
 
 
@@ -160,16 +208,45 @@ def _pair_key(sample: Sample, pair_field: str) -> Any:
     return None
 
 
+def pair_groups(labelled: Sequence[tuple[Sample, float]], pair_field: str
+                ) -> tuple[dict[str, list[tuple[Sample, float]]], Counter[str]]:
+    """The pairwise protocol's groups: labelled samples by their ``pair_field`` (key -> [(sample, label)],
+    in order), and the samples left out by reason: ``no_pair_key`` (the field is missing or empty),
+    ``alone_in_group`` (no other sample shares its key, so it is in no pair)."""
+    groups: dict[str, list[tuple[Sample, float]]] = {}
+    left_out: Counter[str] = Counter()
+    for sample, label in labelled:
+        key = _pair_key(sample, pair_field)
+        if key is None or (isinstance(key, str) and not key.strip()):
+            left_out["no_pair_key"] += 1
+            continue
+        groups.setdefault(str(key), []).append((sample, label))
+    for key in [k for k, members in groups.items() if len(members) == 1]:
+        left_out["alone_in_group"] += 1
+        del groups[key]
+    return groups, left_out
+
+
+def candidate_pairs(groups: dict[str, list[tuple[Sample, float]]]) -> int:
+    """How many pairs the groups give before scoring (every two members with different labels): the
+    pairs that can be compared once scored are at most these."""
+    return sum(la != lb for members in groups.values() for (_, la), (_, lb) in combinations(members, 2))
+
+
 def agreement_report(labelled: Sequence[tuple[Sample, float]], scores: dict[str, dict[str, Any]], *,
                      protocol: str = "pointwise", pair_field: str | None = None, threshold: float = 0.5,
                      value_key: str | None = None, excluded: Counter[str] | None = None,
-                     resamples: int = DEFAULT_RESAMPLES, seed: int = DEFAULT_SEED) -> dict[str, Any]:
+                     resamples: int = DEFAULT_RESAMPLES, seed: int = DEFAULT_SEED,
+                     source: str | None = None) -> dict[str, Any]:
     """Agreement of the metric's scores with the labels, as a JSON-ready dict.
 
     ``value_key``: read the metric's ``metadata[value_key]`` instead of its value (e.g.
     ``mean_probability`` for a continuous faithfulness). Pairwise: samples sharing ``pair_field``
     form a group; every two of a group with different labels make a pair whose preferred item is the
-    higher label. Unscored samples are counted by reason (``unscored:<reason>``) and left out.
+    higher label, so a group of three or more gives several pairs (``groups_with_several_pairs``
+    counts those groups); a sample alone in its group is left out (``alone_in_group``). Unscored
+    samples are counted by reason (``unscored:<reason>``) and left out. ``source`` (the dataset) is
+    named in the error a bad ``value_key`` value gives.
     """
     skipped: Counter[str] = Counter(excluded or {})
     scored: list[tuple[Sample, float, float]] = []
@@ -178,7 +255,7 @@ def agreement_report(labelled: Sequence[tuple[Sample, float]], scores: dict[str,
         if score is None:
             skipped["unscored:not_run"] += 1
             continue
-        value = _score_of(score, value_key)
+        value = _score_of(score, value_key, sample=sample, source=source)
         if value is None:
             reason = score.get("reason") or (f"no_{value_key}" if value_key else "unscored")
             skipped[f"unscored:{reason}"] += 1
@@ -200,29 +277,55 @@ def agreement_report(labelled: Sequence[tuple[Sample, float]], scores: dict[str,
         raise ValueError(f"unknown protocol {protocol!r} (pointwise, pairwise)")
     if not pair_field:
         raise ValueError("the pairwise protocol needs --pair-field (the field shared by the items of a pair)")
-    groups: dict[str, list[tuple[float, float | None]]] = {}
-    for sample, label in labelled:
-        key = _pair_key(sample, pair_field)
-        if key is None:
-            skipped["no_pair_key"] += 1
-            continue
-        groups.setdefault(str(key), []).append((label, _score_of(scores.get(sample.id, {}), value_key)))
+    groups, left_out = pair_groups(labelled, pair_field)
+    skipped.update(left_out)
     pairs: list[tuple[float, float]] = []
     pair_skips: Counter[str] = Counter()
+    several = 0  # groups that gave more than one pair: their items count in several pairs
     for key in sorted(groups):
-        for (la, sa), (lb, sb) in combinations(groups[key], 2):
+        members = [(label, _score_of(scores.get(sample.id, {}), value_key, sample=sample, source=source))
+                   for sample, label in groups[key]]
+        before = len(pairs)
+        for (la, sa), (lb, sb) in combinations(members, 2):
             if la == lb:
                 pair_skips["same_label"] += 1
             elif sa is None or sb is None:
                 pair_skips["unscored_member"] += 1
             else:
                 pairs.append((sa, sb) if la > lb else (sb, sa))
+        several += len(pairs) - before > 1
     agreement = agreement_pairwise(pairs, resamples=resamples, seed=seed)
     out.update(agreement.to_dict())
     out["n_groups"] = len(groups)
+    out["groups_with_several_pairs"] = several
     out["pairs_skipped"] = dict(sorted(pair_skips.items()))
     out["excluded"] = dict(sorted(skipped.items()))
     return out
+
+
+def check_pairs(what: str, pairs: int, minimum: int | None, *, warn: bool = True,
+                left_out: dict[str, int] | None = None) -> None:
+    """Refuse (a DataError of one line) ``what`` resting on fewer than ``minimum`` pairs (None:
+    MIN_LABELLED_PAIRS); when a lower ``minimum`` lets fewer than the default through, a loud warning on
+    stderr (``warn``; the check before scoring leaves it to the one after), as :func:`check_labels_per_class`.
+    ``left_out``: what was left out (samples, pairs), by reason, named in the refusal."""
+    from offline_eval.thresholds import MIN_LABELLED_PAIRS
+
+    required = MIN_LABELLED_PAIRS if minimum is None else minimum
+    if pairs < required:
+        gone = ", ".join(f"{k} {v}" for k, v in sorted((left_out or {}).items()) if v)
+        raise DataError(f"{what} would rest on {_plural(pairs, 'pair')}{f' (left out: {gone})' if gone else ''}; it "
+                        f"needs at least {required} (--min-pairs): label more samples of the same groups (two "
+                        "samples of a group with different labels make a pair), or pass a lower --min-pairs to "
+                        "accept a figure that moves with every pair")
+    if warn and pairs < MIN_LABELLED_PAIRS:
+        print(f"offline-eval: WARNING: {what} rests on only {_plural(pairs, 'pair')}, fewer than "
+              f"{MIN_LABELLED_PAIRS} (allowed by --min-pairs {required}): it will move with every pair added",
+              file=sys.stderr)
+
+
+def _plural(n: int, noun: str) -> str:
+    return f"{n} {noun}{'' if n == 1 else 's'}"
 
 
 def check_labels_per_class(what: str, yes: int, no: int, minimum: int | None, *, warn: bool = True) -> None:
@@ -261,6 +364,10 @@ def format_report(report: dict[str, Any]) -> str:
         lines.append(f"Spearman           {fmt(report['spearman'])}")
     else:
         lines.append(f"pairs {report['n_pairs']} (metric ties split at random: {report['n_ties']})")
+        several = report.get("groups_with_several_pairs")
+        if several:
+            lines.append(f"groups {report['n_groups']}, of which {several} gave more than one pair (a group of "
+                         "three or more samples gives every two with different labels as a pair)")
         if report.get("pairs_skipped"):
             lines.append("pairs skipped: " + ", ".join(f"{k} {v}" for k, v in report["pairs_skipped"].items()))
         lines.append(f"pairwise accuracy  {fmt(report['accuracy'])}")
@@ -276,18 +383,29 @@ def _score_labelled(args: Any, command: str, config_of: ConfigOf, open_cache: Ca
     from offline_eval.progress import StageBars
     from offline_eval.runtime.threads import apply_threads_choice, choose_threads
 
+    pairwise = command == "agreement" and args.protocol == "pairwise"
+    # the flags alone: refused before the dataset is even read
+    if pairwise and not args.pair_field:
+        raise ValueError("agreement --protocol pairwise needs --pair-field FIELD (the field shared by the samples "
+                         "to compare)")
+    if command == "agreement" and not math.isfinite(args.threshold):  # NaN would go into agreement.json: no JSON
+        raise ValueError(f"--threshold {args.threshold}: not a finite number")
     apply_threads_choice(choose_threads(getattr(args, "threads", None)))
     mapping = parse_mapping(args.mapping) if args.mapping else None
     samples = read_dataset(args.dataset, mapping, limit=args.limit)
     labelled, excluded = read_labels(samples, args.labels, positive=args.positive or (),
-                                     drop=args.drop or ())
+                                     drop=args.drop or (), source=str(args.dataset))
     if not labelled:
         raise DataError(f"no sample has a usable label in field '{args.labels}'", source=str(args.dataset))
     values = [y for _, y in labelled]
-    if (command == "calibrate" or args.protocol == "pointwise") and all(y in (0.0, 1.0) for y in values):
+    if not pairwise and all(y in (0.0, 1.0) for y in values):
         _check_labelled(command, values, args, warn=False)  # before scoring: the scored ones can only be fewer
+    if pairwise:
+        _check_pair_field(args, samples, labelled)
     config = config_of(args)
     setup = build_setup(args.metric, config.models, criteria=config.criteria, **config.options)
+    if command == "agreement" and not pairwise:
+        check_threshold(args.threshold, setup.metrics[0], args.value)
     if setup.starter:
         print(f"offline-eval: starter profile: its judge is too small to judge; these {command} numbers "
               "only show that the pipeline runs", file=sys.stderr)
@@ -302,6 +420,31 @@ def _score_labelled(args: Any, command: str, config_of: ConfigOf, open_cache: Ca
     finally:
         cache.close()
     return setup, labelled, excluded, scores, Path(output)
+
+
+def _check_pair_field(args: Any, samples: Sequence[Sample], labelled: Sequence[tuple[Sample, float]]) -> None:
+    """Before scoring: refuse a --pair-field no labelled sample holds (every sample would be left out),
+    and fewer pairs than --min-pairs (the scored pairs can only be fewer)."""
+    groups, left_out = pair_groups(labelled, args.pair_field)
+    if left_out["no_pair_key"] == len(labelled):
+        held = sorted({str(k) for s in samples for k in s.extra})
+        raise DataError(f"no labelled sample has a value in field '{args.pair_field}' (--pair-field); fields the "
+                        f"rows hold besides the standard ones: {', '.join(held) or 'none'}",
+                        source=str(args.dataset))
+    check_pairs(f"the pairwise agreement of {args.metric}", candidate_pairs(groups),
+                getattr(args, "min_pairs", None), warn=False, left_out=left_out)
+
+
+def check_threshold(threshold: float, metric: Metric, value_key: str | None = None) -> None:
+    """Refuse (ValueError, one line) a --threshold that is not a finite number, or, for the metric's own
+    value, one outside the values it can take (``Metric.value_range``): every sample would be one class,
+    and the balanced accuracy would say nothing. A ``value_key``'s range is unknown; it must be finite."""
+    if not math.isfinite(threshold):
+        raise ValueError(f"--threshold {threshold}: not a finite number")
+    low, high = metric.value_range
+    if value_key is None and not low <= threshold <= high:
+        raise ValueError(f"--threshold {threshold}: {metric.name}'s values lie in [{low:g}, {high:g}]; give a "
+                         "threshold in that range")
 
 
 def _check_labelled(command: str, labels: Sequence[float], args: Any, *, warn: bool = True) -> None:
@@ -320,8 +463,14 @@ def run_from_args(args: Any, config_of: ConfigOf, open_cache: CacheOf) -> int:
     report = agreement_report(labelled, scores, protocol=args.protocol, pair_field=args.pair_field,
                               threshold=args.threshold, value_key=args.value, excluded=excluded,
                               resamples=DEFAULT_RESAMPLES if args.resamples is None else args.resamples,
-                              seed=DEFAULT_SEED if args.seed is None else args.seed)
-    if report["protocol"] == "pointwise" and report["binary_labels"]:  # on the scored samples
+                              seed=DEFAULT_SEED if args.seed is None else args.seed, source=str(args.dataset))
+    if not report["n_scored"]:
+        raise DataError(_nothing_scored(setup.metrics[0].name, labelled, scores, args.value, report["excluded"]),
+                        source=str(args.dataset))
+    if report["protocol"] == "pairwise":
+        check_pairs(f"the pairwise agreement of {args.metric}", report["n_pairs"], getattr(args, "min_pairs", None),
+                    left_out={**report["excluded"], **report["pairs_skipped"]})
+    elif all(y in (0.0, 1.0) for _, y in labelled):  # yes/no labels: counted on the scored samples
         check_labels_per_class(f"the agreement of {args.metric}", report["n_positive"], report["n_negative"],
                                getattr(args, "min_per_class", None))
     report = {"dataset": str(args.dataset), "labels": args.labels, "positive": list(args.positive or []),
@@ -330,6 +479,22 @@ def run_from_args(args: Any, config_of: ConfigOf, open_cache: CacheOf) -> int:
     print(format_report(report))
     print(f"agreement: {Path(output) / 'agreement.json'}", file=sys.stderr)
     return 0
+
+
+def _nothing_scored(metric: str, labelled: Sequence[tuple[Sample, float]], scores: dict[str, dict[str, Any]],
+                    value_key: str | None, excluded: dict[str, int]) -> str:
+    """The one line that refuses an agreement no sample gave a number to: with --value, the key and the
+    keys the metric's scores do carry when some were scored; else the reasons they went unscored."""
+    scored = [scores[s.id] for s, _ in labelled if scores.get(s.id, {}).get("value") is not None]
+    if value_key and scored:
+        carried = sorted({str(k) for score in scored if isinstance(score.get("metadata"), dict)
+                          for k in score["metadata"]})
+        numeric = sorted({k for score in scored for k in numeric_keys(score.get("metadata"))})
+        return (f"--value {value_key}: no score of {metric} holds that key (its scores carry "
+                f"{', '.join(carried) or 'no metadata'}; of them numbers: {', '.join(numeric) or 'none'}): name one "
+                "of those, or leave out --value to use the metric's value")
+    reasons = ", ".join(f"{k} {v}" for k, v in excluded.items() if k.startswith("unscored:"))
+    return f"no labelled sample was scored by {metric} ({reasons or 'none scored'}): nothing to measure agreement on"
 
 
 def calibration_home(setup: Run) -> Path | None:
