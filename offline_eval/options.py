@@ -14,17 +14,20 @@ comma-separated values (as many as the default has), a ``Literal`` one of its va
     parse     the function that reads the flag's text, where the annotation does not say it (it
               raises argparse.ArgumentTypeError, whose message argparse and the TOML reader show)
     minimum   a whole number's lowest value, 0 or 1 (default: any)
+    weights   True for a tuple of weights: each finite and >= 0, not all 0 (a weighted mean of them
+              would divide by zero or be NaN on every row)
 
-Only argparse, dataclasses and typing are imported: declaring an option costs nothing.
+Only argparse, dataclasses, math and typing are imported: declaring an option costs nothing.
 """
 
 from __future__ import annotations
 
 import argparse
 import dataclasses
+import math
 import types
 import typing
-from typing import Any, Callable, Literal, Mapping
+from typing import Any, Callable, Iterable, Literal, Mapping
 
 
 class HelpFormatter(argparse.HelpFormatter):
@@ -93,21 +96,54 @@ def items(text: str) -> list[str]:
 
 
 def numbers(text: str) -> tuple[float, ...]:
-    """Numbers separated by commas."""
+    """Finite numbers separated by commas (float() reads "nan" and "inf", which no option means)."""
     try:
-        return tuple(float(x) for x in items(text))
+        values = tuple(float(x) for x in items(text))
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected numbers separated by commas, got {text!r}") from None
+    if not all(math.isfinite(v) for v in values):
+        raise argparse.ArgumentTypeError(f"expected finite numbers separated by commas, got {text!r}")
+    return values
+
+
+def weight_problem(value: Any) -> str | None:
+    """What is wrong with one weight of a weighted mean, or None: it must be a finite number >= 0 (a
+    NaN or an infinity would make every mean NaN, a negative one a mean outside the values' range)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return f"a weight must be a number, got {value!r}"
+    if not math.isfinite(value) or value < 0:
+        return f"a weight must be a finite number >= 0, got {value:g}"
+    return None
+
+
+def weights_problem(values: Iterable[Any]) -> str | None:
+    """What is wrong with the weights of a weighted mean, in a few words, or None: each as
+    :func:`weight_problem` says, and one at least above 0 (else the mean divides by zero)."""
+    values = list(values)
+    problem = next(filter(None, map(weight_problem, values)), None)
+    if problem is None and values and not any(value > 0 for value in values):
+        return "at least one weight must be above 0"
+    return problem
 
 
 def named_numbers(text: str) -> dict[str, float]:
-    """``name=number`` pairs separated by commas (a TOML table is given as such text too)."""
+    """``name=weight`` pairs separated by commas (a TOML table is given as such text too), each weight
+    finite and >= 0, not all 0 (:func:`weights_problem`)."""
     out = {}
     for part in items(text):
         name, sep, value = part.partition("=")
-        if not sep:
+        if not sep or not name.strip():
             raise argparse.ArgumentTypeError(f"expected name=weight, got '{part}'")
-        out[name.strip()] = float(value)
+        try:
+            out[name.strip()] = float(value)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected name=weight with a number, got '{part}'") from None
+        problem = weight_problem(out[name.strip()])
+        if problem:
+            raise argparse.ArgumentTypeError(f"{part.strip()}: {problem}")
+    problem = weights_problem(out.values())
+    if problem:
+        raise argparse.ArgumentTypeError(f"{text.strip()}: {problem}")
     return out
 
 
@@ -129,18 +165,22 @@ def value_reader(kind: Any, field: dataclasses.Field) -> tuple[Callable[[str], A
     if kind is float:
         return float, None
     if typing.get_origin(kind) is tuple:
-        return _numbers_like(field.default), None
+        return _numbers_like(field.default, weights=bool(field.metadata.get("weights"))), None
     return str, None
 
 
-def _numbers_like(default: Any) -> Callable[[str], tuple[float, ...]]:
-    """Numbers, as many as ``default`` has when it is a tuple."""
+def _numbers_like(default: Any, *, weights: bool = False) -> Callable[[str], tuple[float, ...]]:
+    """Numbers, as many as ``default`` has when it is a tuple; ``weights``: weights of a weighted mean
+    (:func:`weights_problem`)."""
     count = len(default) if isinstance(default, tuple) else None
 
     def read(text: str) -> tuple[float, ...]:
         values = numbers(text)
         if count is not None and len(values) != count:
             raise argparse.ArgumentTypeError(f"expected {count} numbers, e.g. {','.join(f'{v:g}' for v in default)}")
+        problem = weights_problem(values) if weights else None
+        if problem:
+            raise argparse.ArgumentTypeError(f"{text.strip()}: {problem}")
         return values
     return read
 

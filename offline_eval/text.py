@@ -144,17 +144,35 @@ def first_language(*texts: str | None) -> str:
     return "en"
 
 
-def normalize_language(language: str | None, text: str = "") -> str:
-    """Map a language tag to 'zh' or 'en'; ``None``/empty detects it from ``text``.
+# The names a language tag may give each language, after case and spaces are set aside and "_" read
+# as "-"; besides these, any tag of a region or script of one (en-US, zh-CN, zh_Hans) is that language.
+LANGUAGE_NAMES = {
+    "en": ("en", "eng", "english", "英文", "英语"),
+    "zh": ("zh", "zho", "chi", "cn", "chinese", "中文", "汉语", "漢語", "简体中文", "繁體中文"),
+}
+ACCEPTED_LANGUAGES = "en (also english, en-US, en_GB) or zh (also chinese, 中文, zh-CN, zh_cn, zh-Hant)"
 
-    Any tag starting with ``zh`` (``zh``, ``zh-CN``, ``zh_Hans``, ``Chinese``...) is Chinese;
-    everything else is treated as English, the reference's only other language.
+
+def normalize_language(language: str | None, text: str = "", *, strict: bool = False) -> str:
+    """Map a language tag to 'zh' or 'en'; ``None``/blank detects it from ``text``. The one reading of
+    a row's ``language`` field: the data reader checks it with it, and a row's prompts
+    (``EvalSettings.language_for``) and sentence rules read it with it, so no two parts of a run can
+    read one tag as two languages.
+
+    Case, spaces and ``_`` against ``-`` are set aside: ``zh``, ``ZH``, `` zh``, ``zh-CN``, ``zh_cn``,
+    ``chinese``, ``中文`` are Chinese, ``en``, ``en-US``, ``English`` English (:data:`LANGUAGE_NAMES`).
+    Another tag is a ValueError with ``strict`` (the data reader's, naming :data:`ACCEPTED_LANGUAGES`),
+    else read as English, the reference's only other language (a corpus's documents, a sample made in
+    Python past the reader).
     """
-    if not language:
+    if not language or not language.strip():
         return detect_language(text)
-    tag = language.strip().lower()
-    if tag.startswith("zh") or tag in {"chinese", "cn", "中文"}:
-        return "zh"
+    tag = "".join(language.split()).lower().replace("_", "-")
+    for code, names in LANGUAGE_NAMES.items():
+        if tag in names or tag.startswith(code + "-"):
+            return code
+    if strict:
+        raise ValueError(f"unknown language {language!r}; accepted: {ACCEPTED_LANGUAGES}")
     return "en"
 
 

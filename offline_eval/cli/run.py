@@ -87,9 +87,11 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
     add_cache_arguments(out)
     out.add_argument("--per-row", action="store_true",
                      help="one sample at a time, as the reference tools do (for benchmarks)")
-    out.add_argument("--fail-under", metavar="metric=min,...",
-                     help="exit 3 when a metric's mean is below its minimum, e.g. faithfulness=0.8, or when more "
-                          "than --max-unscored of its rows are unscored")
+    out.add_argument("--fail-under", metavar="metric=threshold,...",
+                     help="exit 3 when a metric's mean misses its threshold in the metric's direction: below it "
+                          "for a higher-is-better metric (faithfulness=0.8 needs a mean >= 0.8), above it for a "
+                          "lower-is-better one (hallucination_rate=0.2 needs a mean <= 0.2); or when more than "
+                          "--max-unscored of its rows are unscored")
     out.add_argument("--max-unscored", type=unscored_share, metavar="SHARE",
                      help="the share of a gated metric's rows that may go unscored before --fail-under fails "
                           f"(default {DEFAULT_MAX_UNSCORED:g})")
@@ -153,11 +155,24 @@ def merge_config(args: argparse.Namespace, parser: argparse.ArgumentParser) -> a
             values["criteria"] = [value]
         elif action.dest not in values:
             values[action.dest] = _config_value(action, value, f"{args.config}: {key}")
+    keys = {names.get(k.replace("-", "_"), k.replace("-", "_")): k for k in config}
+    args.config_keys = {}  # dest -> the file's key, for a message about a value only the run can check
     for dest, value in values.items():
         left_out = False if settings[dest].nargs == 0 else None  # not `in (None, False)`: 0 == False
         if getattr(args, dest, None) is left_out:
             setattr(args, dest, value)
+            args.config_keys[dest] = keys.get(dest, dest)
     return args
+
+
+def _from_config(exc: ValueError, args: argparse.Namespace) -> ValueError:
+    """A message of the run's setup that starts with a flag (``--weights faithfulness=1: ...``) names
+    the --config file and key instead where the file gave that flag's value: the flag was never typed,
+    and the line must say where to fix it."""
+    text = str(exc)
+    flag = text.split(" ", 1)[0].rstrip(":")
+    key = getattr(args, "config_keys", {}).get(flag.lstrip("-").replace("-", "_")) if flag.startswith("--") else None
+    return ValueError(f"{args.config}: {key}: {text}") if key else exc
 
 
 def _config_value(action: argparse.Action, value: Any, where: str) -> Any:
@@ -175,6 +190,14 @@ def _config_value(action: argparse.Action, value: Any, where: str) -> Any:
 
 
 def _config_value_one(action: argparse.Action, value: Any, where: str) -> Any:
+    if action.type is _metric_names and not (
+            isinstance(value, str) or (isinstance(value, list) and all(isinstance(v, str) for v in value))):
+        # a number read as text would be refused later as an unknown metric "5", naming no file or key
+        kind = (str(value).lower() if isinstance(value, bool) else f"the number {value}"
+                if isinstance(value, (int, float)) else f"a list with an item that is no string: {value!r}"
+                if isinstance(value, list) else "a table" if isinstance(value, dict) else repr(value))
+        raise ValueError(f'{where}: expected metric names, a list of strings (["faithfulness", "rouge_l"]) or '
+                         f'one string ("faithfulness,rouge_l"), got {kind}')
     if isinstance(value, list) and all(isinstance(v, (str, int, float)) for v in value):
         text = ",".join(map(str, value))
     elif isinstance(value, dict) and all(isinstance(v, (str, int, float)) for v in value.values()):
@@ -238,7 +261,10 @@ def _run(args: argparse.Namespace, watch: dict[str, Any]) -> int:
                            skipped=skipped)
     for bad in skipped or []:
         print(f"offline-eval: skipped: {bad['reason']}", file=sys.stderr)
-    run = build_run(run_config_from_args(args))
+    try:
+        run = build_run(run_config_from_args(args))
+    except ValueError as exc:
+        raise _from_config(exc, args) from None
     if run.starter:
         print(f"offline-eval: {run.info['note']}", file=sys.stderr)
     info: dict[str, Any] = {"dataset": str(args.dataset), "threads": threads.to_dict()}

@@ -59,6 +59,7 @@ from typing import Any
 
 from offline_eval.data.formats import Row, json_type_name, iter_rows, load_rows
 from offline_eval.data.schema import FIELD_ALIASES, LIST_FIELDS, ROLES, DataError, Sample, Turn
+from offline_eval.text import ACCEPTED_LANGUAGES, normalize_language
 
 __all__ = [
     "CANONICAL_FIELDS",
@@ -147,6 +148,16 @@ def _skipper(skipped: list[dict[str, Any]] | None, source: str) -> Callable[[Dat
     return skip
 
 
+def _all_skipped(skipped: list[dict[str, Any]], source: str, shown: int = 2) -> str:
+    """Why nothing is left of a dataset whose every row was skipped as bad: how many, and the first
+    ``shown`` reasons (each without the file's name, which the message starts with)."""
+    reasons = [str(bad["reason"]).removeprefix(f"{source}, ") for bad in skipped[:shown]]
+    more = f"; and {len(skipped) - shown} more" if len(skipped) > shown else ""
+    rows = "row was" if len(skipped) == 1 else f"{len(skipped)} rows were"
+    return (f"{'the only' if len(skipped) == 1 else 'all'} {rows} skipped as bad (--skip-bad-rows), so "
+            f"nothing is left to score; fix them: {'; '.join(reasons)}{more}")
+
+
 def samples_from_rows(rows: Iterable[tuple[int, dict[str, Any]]], source: str,
                       mapping: dict[str, str] | None = None, *, limit: int | None = None,
                       skipped: list[dict[str, Any]] | None = None) -> list[Sample]:
@@ -175,6 +186,8 @@ def samples_from_rows(rows: Iterable[tuple[int, dict[str, Any]]], source: str,
         first_row_of_id[sample.id] = row_number
         samples.append(sample)
 
+    if not samples and skipped:  # "empty" would hide that every row was read and found bad
+        raise DataError(_all_skipped(skipped, source), source=source)
     if not samples:
         raise DataError("the dataset is empty (no rows)", source=source)
     content_fields = ("question", "answer", *LIST_FIELDS, "ground_truth")
@@ -618,7 +631,9 @@ def _as_ground_truth(value: Any, error: _ErrorFactory) -> str | None:
 
 
 def _as_id(value: Any, error: _ErrorFactory) -> str | None:
-    if _is_missing(value):
+    """An id as text; None (the row's number stands in) when missing or blank: an id of spaces names
+    no row a person could find, as the empty one names none."""
+    if _is_missing(value) or (isinstance(value, str) and not value.strip()):
         return None
     if isinstance(value, str):
         return value
@@ -628,9 +643,16 @@ def _as_id(value: Any, error: _ErrorFactory) -> str | None:
 
 
 def _as_language(value: Any, error: _ErrorFactory) -> str | None:
+    """The tag as written (stripped: a run's fingerprint holds it), once :func:`normalize_language`
+    knows it: an unknown one would be read as English, its prompts and sentence rules wrong for the row."""
     if _is_missing(value):
         return None
     if isinstance(value, str):
+        try:
+            normalize_language(value, strict=True)
+        except ValueError:
+            raise error(f"unknown language {value.strip()!r}; write {ACCEPTED_LANGUAGES}, or leave the field "
+                        "out to read the language from the question") from None
         return value.strip()
     raise error(f"expected a language code such as 'en' or 'zh', got {json_type_name(value)}")
 

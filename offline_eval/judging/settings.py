@@ -18,7 +18,7 @@ from typing import Any, Callable, Literal, Mapping
 from offline_eval.data.schema import Sample
 from offline_eval.engine.requests import Messages
 from offline_eval.options import named_numbers, non_negative_number, unit_fraction
-from offline_eval.text import first_language
+from offline_eval.text import first_language, normalize_language
 
 
 JUDGE = "judge"  # the verifier that is the judge itself (offline_eval.runtime.registry.JUDGE_VERIFIES)
@@ -191,9 +191,8 @@ class EvalSettings:
         answer or a reference can carry text in another language (an instruction to the grader planted
         in it) that must not switch the whole row's prompts and sentence rules to that language."""
         lang = self.language or sample.language
-        if lang:
-            lang = lang.lower()
-            return "zh" if lang.startswith("zh") or lang in ("chinese", "cn") else "en"
+        if lang and lang.strip():  # read as the metrics' sentence rules read it (text.normalize_language)
+            return normalize_language(lang)
         return first_language(sample.question, " ".join(filter(None, (sample.answer, sample.ground_truth))))
 
     @property

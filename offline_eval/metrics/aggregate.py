@@ -15,7 +15,31 @@ from offline_eval import reasons
 from offline_eval.metrics.base import Metric, Score
 from offline_eval.records import ResultRow, StoredScore
 
-__all__ = ["Aggregate", "aggregate_score"]
+__all__ = ["Aggregate", "aggregate_score", "weights_problems"]
+
+
+def weights_problems(weights: Mapping[str, Any], metrics: Iterable[str]) -> list[str]:
+    """What is wrong with the aggregate's ``weights`` (metric -> weight) for a run of ``metrics``, one
+    line each naming ``--weights`` and the value: a weight that is no finite number >= 0, a metric not
+    in the run, every weight 0. Each would leave the aggregate NaN, or unscored on every row with a
+    reason that blames the metrics (or, for an infinity, stop the run once every row was scored), so a
+    run refuses them before any model loads."""
+    from offline_eval.data.schema import printable
+    from offline_eval.options import weight_problem
+
+    names = list(metrics)
+    problems = []
+    for metric, weight in weights.items():
+        problem = weight_problem(weight)
+        if problem:
+            problems.append(f"--weights {printable(str(metric))}={printable(str(weight))}: {problem}")
+        elif metric not in names:
+            problems.append(f"--weights {printable(str(metric))}={weight:g}: {printable(str(metric))} is not among this run's metrics "
+                            f"({', '.join(names)}); weigh one of them or add it to --metrics")
+    if not problems and weights and not any(w > 0 for w in weights.values()):
+        problems.append(f"--weights {printable(','.join(f'{k}={v:g}' for k, v in weights.items()))}: at least one "
+                        "weight must be above 0")
+    return problems
 
 
 class Aggregate:

@@ -481,7 +481,19 @@ class AnswerCorrectness(SampleMetric):
     @dataclass(frozen=True)
     class Options:
         weights: tuple[float, float] = field(default=(0.75, 0.25), metadata={
-            "help": "weights of the factual F1 and of the embedding similarity", "metavar": "F1,SIM"})
+            "help": "weights of the factual F1 and of the embedding similarity: finite, >= 0, not both 0",
+            "metavar": "F1,SIM", "weights": True})
+
+        def __post_init__(self) -> None:
+            # the API's keyword skips the flag's reading: a NaN, a negative or two zero weights would
+            # make every row's value NaN or a division by zero, found only once the models had run
+            from offline_eval.options import weights_problem
+
+            problem = weights_problem(self.weights) if isinstance(self.weights, (tuple, list)) else "expected two numbers"
+            if problem is None and len(self.weights) != 2:
+                problem = f"expected two numbers (F1,SIM), got {len(self.weights)}"
+            if problem:
+                raise ValueError(f"--answer-correctness-weights (answer_correctness_weights): {problem}")
 
     def compute(self, sample, settings, lang):
         a, g = yield from answer_and_reference_claims(sample, lang, settings)

@@ -26,6 +26,7 @@ from offline_eval.data.schema import printable
 from offline_eval.engine.models import Models
 from offline_eval.judging.settings import EvalSettings, PromptBudget
 from offline_eval.metrics import DEFAULT_METRICS, Aggregate, load_plugins, metric_options, resolve_metrics
+from offline_eval.metrics.aggregate import weights_problems
 from offline_eval.metrics.base import Metric
 from offline_eval.metrics.criteria import PREFIX as CRITERION_PREFIX
 from offline_eval.metrics.criteria import load_criteria
@@ -147,6 +148,7 @@ def build_run(config: RunConfig, *, models: Models | None = None) -> Run:
     if unknown:
         raise ValueError(f"--fail-under names {printable(', '.join(unknown))}, not among this run's metrics "
                          f"({', '.join(names)})")
+    _check_weights(config.options, [m.name for m in metrics])
     check_device(config.models.device, used=any(m.roles for m in metrics))
     if models is None:
         models = configure_models(config.models, {r for m in metrics for r in m.roles})
@@ -167,6 +169,22 @@ def build_run(config: RunConfig, *, models: Models | None = None) -> Run:
     if starter:
         info["note"] = STARTER_NOTE
     return Run(config, metrics, aggregate, models, settings, _calibrations(config, models), info)
+
+
+def _check_weights(options: Mapping[str, Any], metrics: list[str]) -> None:
+    """The aggregate's weights (``--weights``, its TOML key, the API's ``weights=``) checked before any
+    model loads (:func:`~offline_eval.metrics.aggregate.weights_problems`): a bad one otherwise shows
+    only once every row was scored, as a NaN in run.json, an aggregate unscored on every row, or a run
+    that stops and keeps nothing. The flag's own reading refuses most of these already; the API's
+    keyword and a metric's name only the run knows are checked here."""
+    weights = options.get("weights", options.get("aggregate_weights"))
+    if weights is None:
+        return
+    if not isinstance(weights, Mapping):
+        raise ValueError(f"--weights: expected metric=weight pairs (a mapping), got {printable(repr(weights))}")
+    problems = weights_problems(weights, metrics)
+    if problems:
+        raise ValueError("; ".join(problems))
 
 
 def _details_of(models: Models, roles: set[str]) -> dict[str, Any]:

@@ -659,3 +659,35 @@ def test_a_dataset_whose_name_is_not_utf8_is_one_line_and_makes_no_folder(tmp_pa
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "not UTF-8" in err and "codec" not in err, err
     assert not out.exists()  # refused before any folder or lock is made
+
+
+# -- a row's language is read one way, an unknown one refused; a blank id is no id; all rows skipped --
+@pytest.mark.parametrize("tag", ["klingon", "fr", "zhongwen"])
+def test_an_unknown_language_is_one_line_naming_file_row_field_and_the_accepted_values(
+        tmp_path: Path, tag: str) -> None:
+    path = write_jsonl(tmp_path / "d.jsonl", [{"question": "q", "language": "en"}, {"question": "q2", "language": tag}])
+    message = _error_for(path)
+    assert message.startswith(f"{path}, row 2, field 'language': unknown language '{tag}'"), message
+    assert "en (also english" in message and "zh (also chinese, 中文" in message and "\n" not in message
+    skipped: list[dict[str, Any]] = []
+    assert [s.id for s in read_dataset(path, skipped=skipped)] == ["1"]
+    assert [bad["row"] for bad in skipped] == [2]
+
+
+def test_a_blank_id_is_missing_as_an_empty_one_is(tmp_path: Path) -> None:
+    path = write_jsonl(tmp_path / "d.jsonl", [{"question": "q", "id": ""}, {"question": "q", "id": "  "},
+                                               {"question": "q", "conversation_id": " ", "id": " x "}])
+    samples = read_dataset(path)
+    assert [s.id for s in samples] == ["1", "2", " x "]
+    assert samples[2].conversation_id is None
+
+
+def test_skip_bad_rows_with_every_row_bad_says_so_with_the_first_reasons(tmp_path: Path) -> None:
+    path = tmp_path / "allbad.jsonl"
+    path.write_text('{"id": "a", "answer": true}\nnot json\n{"question": "q", "contexts": 3}\n', encoding="utf-8")
+    with pytest.raises(DataError) as error:
+        read_dataset(path, skipped=[])
+    message = str(error.value)
+    assert message.startswith(f"{path}: all 3 rows were skipped as bad (--skip-bad-rows)"), message
+    assert "row 1, field 'answer': expected a string" in message and "row 2: invalid JSON" in message
+    assert "and 1 more" in message and "empty" not in message

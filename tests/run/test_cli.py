@@ -166,6 +166,16 @@ def _one_line(capsys) -> str:
     ('weights = "rouge_l"', "weights: expected name=weight, got 'rouge_l'"),
     ('answer-relevancy-n = 0', "answer-relevancy-n: expected a whole number >= 1, got 0"),
     ("judge = [[1]]", "judge: expected text or a number, got [[1]]"),
+    ("metrics = 5", 'metrics: expected metric names, a list of strings (["faithfulness", "rouge_l"]) or one '
+                    'string ("faithfulness,rouge_l"), got the number 5'),
+    ("metrics = [1, 2]", "metrics: expected metric names, a list of strings"),
+    ("weights = {rouge_l = nan}", "weights: rouge_l=nan: a weight must be a finite number >= 0, got nan"),
+    ("weights = {rouge_l = inf}", "weights: rouge_l=inf: a weight must be a finite number >= 0, got inf"),
+    ("weights = {rouge_l = 0}", "weights: rouge_l=0: at least one weight must be above 0"),
+    ("weights = {faithfulness = 1.0}", "weights: --weights faithfulness=1: faithfulness is not among this run's "
+                                       "metrics (rouge_l)"),
+    ("answer_correctness_weights = [0, 0]", "answer_correctness_weights: 0,0: at least one weight must be above 0"),
+    ('answer_correctness_weights = "nan,1"', "answer_correctness_weights: expected finite numbers"),
 ])
 def test_every_config_key_gets_its_flags_parsing_and_checks(tmp_path, capsys, line, message):
     """A key goes through its flag's type and choices, whatever the TOML type of its value; a bad value
@@ -302,3 +312,101 @@ def test_metric_option_flags_read_their_values_by_the_option_s_type():
     for name, bad in (("strict", "maybe"), ("n", "0"), ("weights", "1,2,3")):
         with pytest.raises(argparse.ArgumentTypeError):
             types[name](bad)
+
+
+# -- weights, of the aggregate and of answer_correctness: checked before any model loads ---------------
+def _refused_before_loading(argv, capsys, monkeypatch) -> str:
+    """The last line of a run refused with exit 2 before any model loaded and before its folder was made:
+    argparse's error (after its usage) for a flag's own reading, else the run's one line."""
+    from offline_eval.engine.models import Models
+
+    def no_loading(self, role):
+        raise AssertionError(f"the {role} model was loaded")
+
+    monkeypatch.setattr(Models, "get", no_loading)
+    try:
+        rc = main(argv)
+    except SystemExit as stop:
+        rc = stop.code
+    err = capsys.readouterr().err.strip().splitlines()
+    assert rc == 2, err
+    assert len(err) == 1 or err[-1].startswith("offline-eval run: error: argument "), err
+    return err[-1]
+
+
+@pytest.mark.parametrize("weights, message", [
+    ("rouge_l=inf", "argument --weights: rouge_l=inf: a weight must be a finite number >= 0, got inf"),
+    ("rouge_l=nan", "argument --weights: rouge_l=nan: a weight must be a finite number >= 0, got nan"),
+    ("rouge_l=-1", "argument --weights: rouge_l=-1: a weight must be a finite number >= 0, got -1"),
+    ("rouge_l=0", "argument --weights: rouge_l=0: at least one weight must be above 0"),
+    ("rouge_l=0,answer_similarity=0", "at least one weight must be above 0"),
+    ("rouge_l=x", "argument --weights: expected name=weight with a number, got 'rouge_l=x'"),
+    ("faithfulness=1", "--weights faithfulness=1: faithfulness is not among this run's metrics (rouge_l, "
+                       "answer_similarity); weigh one of them or add it to --metrics"),
+])
+def test_aggregate_weights_are_checked_before_any_model_loads(tmp_path, capsys, monkeypatch, weights, message):
+    """An infinite weight stopped the run once every row was scored, keeping nothing; a NaN one was
+    written into run.json and summary.json (no longer JSON); a zero, a negative one or one for a metric
+    not in the run left the aggregate unscored on every row, blaming the metrics."""
+    out = tmp_path / "run"
+    err = _refused_before_loading(["run", "--dataset", str(EXAMPLES), "--profile", "starter", "--metrics",
+                                   "rouge_l,answer_similarity,aggregate", "--weights", weights, "--no-cache",
+                                   "--quiet", "--no-report", "--output", str(out)], capsys, monkeypatch)
+    assert message in err, err
+    assert not out.exists()
+
+
+@pytest.mark.parametrize("weights, message", [
+    ("nan,1", "expected finite numbers separated by commas, got 'nan,1'"),
+    ("inf,1", "expected finite numbers separated by commas, got 'inf,1'"),
+    ("0,0", "0,0: at least one weight must be above 0"),
+    ("-1,5", "-1,5: a weight must be a finite number >= 0, got -1"),
+])
+def test_answer_correctness_weights_are_checked_before_any_model_loads(tmp_path, capsys, monkeypatch,
+                                                                       weights, message):
+    """Each was accepted, then every row went unscored with a ValueError or a ZeroDivisionError and its
+    traceback (or, for -1,5, scored outside 0 to 1)."""
+    out = tmp_path / "run"
+    err = _refused_before_loading(["run", "--dataset", str(EXAMPLES), "--profile", "starter", "--metrics",
+                                   "answer_correctness", f"--answer-correctness-weights={weights}", "--no-cache",
+                                   "--quiet", "--no-report", "--output", str(out)], capsys, monkeypatch)
+    assert f"argument --answer-correctness-weights: {message}" in err, err
+    assert not out.exists()
+
+
+def test_the_api_s_weights_are_checked_as_the_flags_are():
+    from offline_eval.run.config import RunConfig, build_run
+
+    nan = float("nan")
+    for options, match in (({"answer_correctness_weights": (nan, 1.0)}, "^--answer-correctness-weights"),
+                           ({"answer_correctness_weights": (0.0, 0.0)}, "at least one weight must be above 0"),
+                           ({"weights": {"rouge_l": nan}}, r"^--weights rouge_l=nan: a weight must be a finite"),
+                           ({"weights": {"rouge_l": -1.0}}, r"^--weights rouge_l=-1"),
+                           ({"weights": {"rouge_l": 0.0}}, r"^--weights rouge_l=0: at least one weight"),
+                           ({"weights": {"faithfulness": 1.0}}, "faithfulness is not among this run's metrics")):
+        with pytest.raises(ValueError, match=match):
+            build_run(RunConfig(metrics=["rouge_l", "answer_correctness", "aggregate"], options=options))
+
+
+def test_fail_under_s_help_says_a_lower_is_better_metric_fails_above_its_threshold():
+    """The gate is mean >= threshold for a higher-is-better metric and mean <= threshold for a
+    lower-is-better one (report.gating); the help said "below its minimum" for both."""
+    from offline_eval.cli import build_parser
+
+    run = build_parser()._subparsers._group_actions[0].choices["run"]
+    [action] = [a for a in run._actions if "--fail-under" in a.option_strings]
+    assert "below its minimum" not in action.help
+    assert "lower-is-better" in action.help and "hallucination_rate=0.2 needs a mean <= 0.2" in action.help
+    assert "faithfulness=0.8 needs a mean >= 0.8" in action.help
+
+
+def test_skip_bad_rows_with_every_row_bad_is_one_line_listing_the_skipped_rows(tmp_path, capsys):
+    data = tmp_path / "allbad.jsonl"
+    data.write_text('{"id": "a", "answer": true}\nnot json\n', encoding="utf-8")
+    out = tmp_path / "run"
+    assert main(["run", "--dataset", str(data), "--metrics", "rouge_l", "--skip-bad-rows", "--no-cache", "--quiet",
+                 "--output", str(out)]) == 2
+    err = _one_line(capsys)
+    assert f"{data}: all 2 rows were skipped as bad (--skip-bad-rows)" in err, err
+    assert "row 1, field 'answer'" in err and "row 2: invalid JSON" in err and "empty" not in err
+    assert not out.exists()
