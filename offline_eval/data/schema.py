@@ -102,6 +102,13 @@ class DataError(ValueError):
         self.source, self.row, self.field = source, row, field
 
 
+def _lacking(value: Any) -> bool:
+    """None, a blank text, or a list of nothing else (:meth:`Sample.missing`)."""
+    if isinstance(value, list):
+        return all(_lacking(item) for item in value)
+    return value is None or isinstance(value, str) and not value.strip()
+
+
 @dataclass(frozen=True)
 class Turn:
     """One turn of a conversation: who spoke (``user``, ``assistant``, ``system`` or ``tool``) and
@@ -141,15 +148,10 @@ class Sample:
     extra: dict[str, Any] = field(default_factory=dict)  # carried through to the output untouched
 
     def missing(self, names: tuple[str, ...] | list[str]) -> list[str]:
-        """The names among ``names`` that this sample lacks: None, an empty list, or a text of nothing but
-        white space (a blank answer is no answer: a judge would grade the blank)."""
-        out = []
-        for name in names:
-            value = getattr(self, name)
-            blank = isinstance(value, str) and not value.strip()
-            if value is None or blank or (isinstance(value, list) and not value):
-                out.append(name)
-        return out
+        """The names among ``names`` that this sample lacks: None, a text of nothing but white space (a
+        blank answer is no answer: a judge would grade the blank), or a list of no item or only blank texts
+        (``contexts: [""]`` holds no passage to verify against, as ``[]`` does not)."""
+        return [name for name in names if _lacking(getattr(self, name))]
 
     @property
     def history(self) -> list[Turn]:

@@ -123,6 +123,13 @@ def test_no_claims_and_missing_fields_are_unscored():
         blank_answer = Sample(id="4", question="q", answer=blank, contexts=["c"])
         assert score(AnswerRelevancy(), blank_answer, models(judge)).reason == "missing_field:answer"
         assert score(Faithfulness(), blank_answer, models(judge)).reason == "missing_field:answer"
+    # contexts of only blank texts hold no passage: unscored as no contexts are, for every metric that
+    # reads them; answer relevance, which reads them as retrieval that found nothing, still scores
+    for blanks in ([""], ["", "  \n"]):
+        nothing = Sample(id="5", question="q", answer="a", contexts=blanks)
+        assert score(Faithfulness(), nothing, models(judge)).reason == "missing_field:contexts"
+        assert score(ContextRelevance(), nothing, models(judge)).reason == "missing_field:contexts"
+        assert score(AnswerRelevancy(), nothing, models(judge)).reason != "missing_field:contexts"
     assert score(AnswerRelevancy(), Sample(id="5", question="  ", answer="a"), models(judge)).reason == (
         "missing_field:question")
 
