@@ -45,12 +45,11 @@ def bootstrap_means(data: np.ndarray, resamples: int, rng: np.random.Generator) 
 
 def bootstrap_ci(values: Sequence[float], *, resamples: int = DEFAULT_RESAMPLES,
                  seed: int = DEFAULT_SEED, level: float = 0.95) -> tuple[float, float] | None:
-    """Percentile bootstrap interval of the mean; None for an empty sample."""
+    """Percentile bootstrap interval of the mean; None for fewer than two values (one value has no
+    spread to resample: its "interval" would be the value itself, a certainty it does not hold)."""
     data = np.asarray(values, dtype=float)
-    if data.size == 0:
+    if data.size < 2:
         return None
-    if data.size == 1:
-        return (float(data[0]), float(data[0]))
     means = bootstrap_means(data, resamples, np.random.default_rng(seed))
     alpha = (1.0 - level) / 2.0
     return (float(np.quantile(means, alpha)), float(np.quantile(means, 1.0 - alpha)))

@@ -107,3 +107,16 @@ def test_hand_edited_values_read_as_unscored_or_empty():
     assert list(summary.metrics) == ["n"] and summary.run is None and summary.estimates_error is None
     assert summary.run_metrics == [] and not summary.starter
     assert RunSummary.from_dict({"metrics": [], "run": {"metrics": "m", "starter": 1}}).starter
+
+
+def test_one_scored_row_gives_a_mean_and_no_interval():
+    """A single value has no spread to resample: its summary carries the mean and no 95% interval (it read
+    [v, v], a certainty one row does not hold), and the terminal table shows none."""
+    from offline_eval.report._run import fmt_ci
+    from offline_eval.stats import summarize
+
+    one = summarize([0.286, None], ["missing_field:answer"])
+    assert (one.mean, one.ci95, one.n_scored, one.n_unscored) == (0.286, None, 1, 1)
+    assert fmt_ci(one.ci95) == "—"
+    two = summarize([0.2, 0.6])
+    assert two.ci95 is not None and two.ci95[0] < two.ci95[1]
