@@ -252,6 +252,13 @@ class RunSummary:
         return self.run or {}
 
     @property
+    def n_samples(self) -> int | None:
+        """How many samples the run counts (its record's count of its rows, written when it finished);
+        None when the record gives none, as a run that has not finished does not."""
+        n = self.info.get("n_samples")
+        return n if isinstance(n, int) and not isinstance(n, bool) and n >= 0 else None
+
+    @property
     def run_metrics(self) -> list[str]:
         """The metrics the run declared, in its order (an aggregate among them)."""
         declared = self.info.get("metrics")

@@ -37,6 +37,8 @@ def cmd_estimate(args: argparse.Namespace) -> int:
                         else f"no labels yet: make some with {review}, or name a labels file with --labels",
                         source=str(labels))
     run = read_run(run_dir)
+    if not args.partial:
+        _check_whole(run_dir, len(run.ids))
     result = estimate_run(run_dir, labels, prediction=args.prediction or DEFAULT_PREDICTION, run=run,
                           any_run=args.any_run)
     _check_some_estimate(result, run, labels, run_dir)
@@ -111,6 +113,21 @@ def _check_finished(run_dir: Path, partial: bool) -> bool:
     return True
 
 
+def _check_whole(run_dir: Path, rows: int) -> None:
+    """A DataError (one line) when a finished run's results.jsonl holds fewer rows than its summary.json
+    counts (a last line cut short, rows removed): an estimate over the rows left would look like one over
+    the whole run, its labels of the missing rows counted as unknown ids."""
+    from offline_eval.data.schema import DataError
+    from offline_eval.runlog import RESULTS, SUMMARY, read_summary
+
+    summary = read_summary(run_dir)
+    n = summary.n_samples if summary is not None else None
+    if n is not None and rows < n:
+        raise DataError(f"{RESULTS} holds {rows} of the {n} samples {SUMMARY} counts (the others' rows were cut "
+                        "short or removed): rerun the same `offline-eval run` command to score them again, or "
+                        "pass --partial to estimate over the rows there", source=str(run_dir))
+
+
 def _keep(run_dir: Path, result: Any) -> None:
     """summary.json's estimates replaced (and report.html rewritten when the folder has one), under the
     folder's lock; a folder in use by a run is left as it is, with a line saying so."""
@@ -170,8 +187,8 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
                    help="use labels given on another run too (their 'run' fingerprint differs: another judge or "
                         "settings on the same samples); without it they are left out and counted")
     p.add_argument("--partial", action="store_true",
-                   help="estimate a run that has not finished (no summary.json yet) over the rows written so far; "
-                        "without it such a run is refused")
+                   help="estimate a run that has not finished (no summary.json yet), or one whose results.jsonl "
+                        "lost rows, over the rows written; without it such a run is refused")
     p.add_argument("--no-write", action="store_true", help="leave summary.json and report.html as they are")
     p.set_defaults(func=cmd_estimate)
     return p

@@ -61,10 +61,8 @@ class RunData:
 
     @property
     def n_samples(self) -> int | None:
-        """How many samples the run counts (summary.json's count of its rows when it finished); None when
-        its record gives none, as a run that has not finished does not."""
-        n = self.run.get("n_samples")
-        return n if isinstance(n, int) and not isinstance(n, bool) and n >= 0 else None
+        """How many samples the run counts (:attr:`RunSummary.n_samples`)."""
+        return self.summary.n_samples
 
 
 def partial_notes(data: RunData) -> list[str]:

@@ -42,6 +42,26 @@ def test_estimate_refuses_a_run_still_being_written_unless_told(tmp_path, capsys
     assert not (run / "summary.json").exists()
 
 
+def test_estimate_refuses_a_finished_run_whose_results_lost_rows_unless_told(tmp_path, capsys):
+    """A finished run whose results.jsonl holds fewer rows than summary.json counts (its last line cut
+    short, rows removed) is read as the rows left only when told: the labels of the missing rows would
+    count as unknown ids, and the estimate would look like one over the whole run."""
+    run = build_run(tmp_path)
+    lines = (run / "results.jsonl").read_text(encoding="utf-8").splitlines(keepends=True)
+    summary = json.loads((run / "summary.json").read_text(encoding="utf-8"))
+    summary["run"]["n_samples"] = len(lines)
+    (run / "summary.json").write_text(json.dumps(summary), encoding="utf-8")
+    (run / "results.jsonl").write_text("".join(lines[:-1]) + lines[-1][:20], encoding="utf-8")  # a cut last line
+    labels = [{"id": f"q{i:02d}", "metric": "faithfulness", "label": i % 2 == 0} for i in range(1, 12)]
+    path = _write_labels(tmp_path / "labels.jsonl", labels)
+    assert main(["estimate", str(run), "--labels", str(path), "--json", "--no-write"]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and len(err.strip().splitlines()) == 1
+    assert f"results.jsonl holds {len(lines) - 1} of the {len(lines)} samples summary.json counts" in err
+    assert "--partial" in err
+    assert main(["estimate", str(run), "--labels", str(path), "--json", "--no-write", "--partial"]) == 0
+    assert "faithfulness" in json.loads(capsys.readouterr().out)
+
 def _scored_run(tmp_path: Path, labels: list[bool]) -> Path:
     """A finished run of a model-free metric (rouge_l) on 12 rows, with a label for the first len(labels)."""
     rows = [{"id": f"r{i}", "question": "Where is Paris?", "answer": "Paris is in France." if i % 2 else "Lyon.",
