@@ -82,7 +82,10 @@ def paired_bootstrap(a: Sequence[float], b: Sequence[float], *, resamples: int =
     """Delta of means of paired scores (b - a) with a bootstrap interval and a two-sided p-value.
 
     The p-value is the share of resampled deltas on the far side of zero (doubled, capped at 1),
-    the paired bootstrap test of Koehn (2004) as used in IR and MT evaluation.
+    the paired bootstrap test of Koehn (2004) as used in IR and MT evaluation, never below ``2 / 2**n``:
+    a few pairs all moving one way put the bootstrap's share at its floor, ``1 / resamples``, though the
+    exact sign-flip test on n pairs cannot go below ``2 / 2**n``, and the smaller figure would claim more
+    than the pairs hold.
     """
     x, y = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
     if x.shape != y.shape:
@@ -97,7 +100,7 @@ def paired_bootstrap(a: Sequence[float], b: Sequence[float], *, resamples: int =
         p = 1.0
     else:
         p = 2.0 * min(float(np.mean(means <= 0.0)), float(np.mean(means >= 0.0)))
-        p = min(1.0, max(p, 1.0 / resamples))
+        p = min(1.0, max(p, 1.0 / resamples, 2.0 ** (1 - diff.size)))
     return PairedComparison(delta, (lo, hi), p, int(diff.size))
 
 

@@ -6,8 +6,8 @@ Samples are paired by id; a metric's pairs are the samples scored in both runs. 
 significantly in the bad direction: p < alpha and the whole interval below zero (above zero for
 metrics where lower is better, such as ``hallucination_rate``). On fewer than
 :data:`~offline_eval.thresholds.MIN_PAIRS` pairs a metric has its delta but no interval, p-value or
-verdict; above it the p-value is never put below ``2 / 2**n``, the least the exact sign-flip test gives on
-n pairs (the bootstrap's own floor, ``1 / resamples``, is reached by a few pairs all moving one way).
+verdict; above it the p-value is never below ``2 / 2**n``, the least the exact sign-flip test gives on n
+pairs (:func:`~offline_eval.stats.paired_bootstrap`).
 
 ``by="conversation"`` pairs conversations instead (by ``conversation_id``) and compares each metric's
 conversation means as each run's summary gives them (the mean over the conversation's scored turns),
@@ -247,12 +247,9 @@ def _compare_metric(m: str, ia: dict[str, _Unit], ib: dict[str, _Unit], common: 
         return MetricComparison(m, len(pairs), mean_a, mean_b, delta, None, None, lib, worse[:top], alpha, either,
                                 missing_in_a, missing_in_b)
     result = paired_bootstrap([p.a for p in pairs], [p.b for p in pairs])
-    # a few pairs all moving one way put the bootstrap's p-value at its floor, 1/resamples, though the exact
-    # sign-flip test on them cannot go below 2/2**n: the smaller figure would claim more than the pairs hold
-    p_value = max(float(result.p_value), 2.0 ** (1 - len(pairs)))
     return MetricComparison(
         m, result.n_pairs, mean_a, mean_b, result.delta, (float(result.ci95[0]), float(result.ci95[1])),
-        p_value, lib, worse[:top], alpha, either, missing_in_a, missing_in_b)
+        float(result.p_value), lib, worse[:top], alpha, either, missing_in_a, missing_in_b)
 
 
 def _num(v: float | None, digits: int = 3, sign: bool = False) -> str:

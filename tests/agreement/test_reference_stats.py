@@ -94,3 +94,14 @@ def test_bootstraps_and_permutations_draw_in_bounded_blocks_with_the_same_number
         out, peak = _peak(call)
         assert peak < 12 * 2**20, (name, peak)  # 1.6 MB blocks, far below the 64 MB of one draw
         assert out == whole[name], name
+
+
+def test_the_paired_bootstrap_claims_no_smaller_p_value_than_the_exact_sign_flip_test_allows():
+    """Six pairs that all rise put every resampled delta above zero, the bootstrap's share at its floor
+    (1/resamples); the exact sign-flip test on six pairs cannot go below 2/2**6, and neither does this."""
+    from offline_eval import stats
+
+    six = stats.paired_bootstrap([0.1] * 6, [0.2, 0.3, 0.25, 0.4, 0.35, 0.3])
+    assert six.p_value == pytest.approx(2 / 2**6)
+    many = stats.paired_bootstrap([0.1] * 40, [0.2 + 0.01 * i for i in range(40)], resamples=2000)
+    assert many.p_value == pytest.approx(1 / 2000)  # the resamples' floor, far above 2/2**40
