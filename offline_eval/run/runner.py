@@ -106,6 +106,7 @@ class RunSink:
         self.identities, self.aggregate = identities, aggregate
         self.fingerprint = run_fingerprint(samples, metrics, settings, identities, aggregate)
         self.info = {**(run_info or {}), "started": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+                     "n_samples": len(samples),  # what "k of n scored so far" reads while the run is unfinished
                      "models": identities, "metrics": [m.name for m in metrics], "settings": settings.fingerprint(),
                      "metric_options": {m.name: m.config() for m in metrics if m.config()}}
         self.done = folder.open(self.fingerprint, self.info, overwrite=overwrite)

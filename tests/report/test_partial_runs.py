@@ -151,3 +151,24 @@ def test_a_whole_run_has_no_partial_banner(tmp_path):
     run = build_run(tmp_path)
     assert "partial-banner" not in render_report(load_run(run))
     assert not compare_runs(run, run).partial and METRICS[0] in gate_lines(compare_runs(run, run))[0]
+
+
+def test_an_unfinished_run_s_report_says_how_many_of_its_samples_are_scored(tmp_path, capsys):
+    """run.json records the dataset's size when the run starts, so a report of a run stopped after its
+    first window says "k of n"."""
+    from offline_eval.cli import main as cli
+
+    data = tmp_path / "d.jsonl"
+    data.write_text("".join(json.dumps({"id": f"r{i}", "question": "Where is Paris?", "answer": "In France.",
+                                        "ground_truth": "Paris is in France."}) + "\n" for i in range(5)),
+                    encoding="utf-8")
+    out = tmp_path / "run"
+    assert cli(["run", "--dataset", str(data), "--metrics", "rouge_l", "--profile", "starter", "--no-cache",
+                "--quiet", "--no-report", "--window", "2", "--output", str(out)]) == 0
+    assert json.loads((out / RUN_INFO).read_text(encoding="utf-8"))["n_samples"] == 5
+    (out / SUMMARY).unlink()  # as a run stopped after its first window leaves it, but for its rows
+    lines = (out / RESULTS).read_text(encoding="utf-8").splitlines(keepends=True)
+    (out / RESULTS).write_text("".join(lines[:2]), encoding="utf-8")
+    capsys.readouterr()
+    assert main(["report", str(out)]) == 0
+    assert "unfinished run: 2 of 5 samples scored so far" in capsys.readouterr().err
