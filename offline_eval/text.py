@@ -161,19 +161,25 @@ def normalize_language(language: str | None, text: str = "", *, strict: bool = F
 
     Case, spaces and ``_`` against ``-`` are set aside: ``zh``, ``ZH``, `` zh``, ``zh-CN``, ``zh_cn``,
     ``chinese``, ``中文`` are Chinese, ``en``, ``en-US``, ``English`` English (:data:`LANGUAGE_NAMES`).
-    Another tag is a ValueError with ``strict`` (the data reader's, naming :data:`ACCEPTED_LANGUAGES`),
-    else read as English, the reference's only other language (a corpus's documents, a sample made in
-    Python past the reader).
+    Another tag is a ValueError with ``strict`` (naming :data:`ACCEPTED_LANGUAGES`), else read as
+    English, the reference's only other language (a run says so: ``other_languages`` in the data reader).
     """
     if not language or not language.strip():
         return detect_language(text)
+    code = language_code(language)
+    if code is None and strict:
+        raise ValueError(f"unknown language {language!r}; accepted: {ACCEPTED_LANGUAGES}")
+    return code or "en"
+
+
+def language_code(language: str) -> str | None:
+    """'en' or 'zh' for a tag that names one (:data:`LANGUAGE_NAMES`, a region or script of one), else
+    None: a language the prompts do not speak."""
     tag = "".join(language.split()).lower().replace("_", "-")
     for code, names in LANGUAGE_NAMES.items():
         if tag in names or tag.startswith(code + "-"):
             return code
-    if strict:
-        raise ValueError(f"unknown language {language!r}; accepted: {ACCEPTED_LANGUAGES}")
-    return "en"
+    return None
 
 
 def _get_segmenter() -> Any:

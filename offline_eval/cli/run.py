@@ -248,7 +248,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def _run(args: argparse.Namespace, watch: dict[str, Any]) -> int:
-    from offline_eval.data.readers import parse_mapping, read_dataset
+    from offline_eval.data.readers import other_languages, parse_mapping, read_dataset
     from offline_eval.run.config import build_run
     from offline_eval.run.execute import run_dataset
     from offline_eval.run.folder import default_run_folder
@@ -261,6 +261,9 @@ def _run(args: argparse.Namespace, watch: dict[str, Any]) -> int:
                            skipped=skipped)
     for bad in skipped or []:
         print(f"offline-eval: skipped: {bad['reason']}", file=sys.stderr)
+    others = other_languages(samples)
+    if others:
+        print(f"offline-eval: {others}", file=sys.stderr)
     try:
         run = build_run(run_config_from_args(args))
     except ValueError as exc:

@@ -53,13 +53,14 @@ import datetime
 import json
 import math
 import os
+from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
 from offline_eval.data.formats import Row, json_type_name, iter_rows, load_rows
-from offline_eval.data.schema import FIELD_ALIASES, LIST_FIELDS, ROLES, DataError, Sample, Turn
-from offline_eval.text import ACCEPTED_LANGUAGES, normalize_language
+from offline_eval.data.schema import FIELD_ALIASES, LIST_FIELDS, ROLES, DataError, Sample, Turn, printable
+from offline_eval.text import ACCEPTED_LANGUAGES, language_code
 
 __all__ = [
     "CANONICAL_FIELDS",
@@ -68,6 +69,7 @@ __all__ = [
     "iter_rows",
     "load_rows",
     "looks_like_rageval",
+    "other_languages",
     "parse_mapping",
     "read_dataset",
     "row_to_sample",
@@ -643,19 +645,26 @@ def _as_id(value: Any, error: _ErrorFactory) -> str | None:
 
 
 def _as_language(value: Any, error: _ErrorFactory) -> str | None:
-    """The tag as written (stripped: a run's fingerprint holds it), once :func:`normalize_language`
-    knows it: an unknown one would be read as English, its prompts and sentence rules wrong for the row."""
+    """The tag as written, stripped (a run's fingerprint holds it). A tag of a language the prompts do not
+    speak is kept, and read as English (:func:`other_languages` says so): a dataset in French or German is
+    not bad input."""
     if _is_missing(value):
         return None
     if isinstance(value, str):
-        try:
-            normalize_language(value, strict=True)
-        except ValueError:
-            raise error(f"unknown language {value.strip()!r}; write {ACCEPTED_LANGUAGES}, or leave the field "
-                        "out to read the language from the question") from None
-        return value.strip()
+        return value.strip() or None
     raise error(f"expected a language code such as 'en' or 'zh', got {json_type_name(value)}")
 
+
+
+def other_languages(samples: Iterable[Sample]) -> str | None:
+    """One line naming the ``language`` tags of ``samples`` that name no language the prompts speak, with
+    how many rows carry each, read as English; None when there are none."""
+    counts = Counter(s.language for s in samples if s.language and language_code(s.language) is None)
+    if not counts:
+        return None
+    tags = ", ".join(f"'{printable(str(tag))}' ({n} {'row' if n == 1 else 'rows'})" for tag, n in counts.most_common())
+    return (f"language {tags}: not a language the prompts speak, read as English; write {ACCEPTED_LANGUAGES} "
+            "where the rows are in one of them")
 
 def _number_text(value: int | float) -> str:
     """``3`` -> ``"3"``, ``3.0`` -> ``"3"`` (pandas turns int columns with gaps into floats)."""

@@ -661,17 +661,27 @@ def test_a_dataset_whose_name_is_not_utf8_is_one_line_and_makes_no_folder(tmp_pa
     assert not out.exists()  # refused before any folder or lock is made
 
 
-# -- a row's language is read one way, an unknown one refused; a blank id is no id; all rows skipped --
+# -- a row's language is read one way, another kept and said; a blank id is no id; all rows skipped --
 @pytest.mark.parametrize("tag", ["klingon", "fr", "zhongwen"])
-def test_an_unknown_language_is_one_line_naming_file_row_field_and_the_accepted_values(
-        tmp_path: Path, tag: str) -> None:
-    path = write_jsonl(tmp_path / "d.jsonl", [{"question": "q", "language": "en"}, {"question": "q2", "language": tag}])
-    message = _error_for(path)
-    assert message.startswith(f"{path}, row 2, field 'language': unknown language '{tag}'"), message
-    assert "en (also english" in message and "zh (also chinese, 中文" in message and "\n" not in message
-    skipped: list[dict[str, Any]] = []
-    assert [s.id for s in read_dataset(path, skipped=skipped)] == ["1"]
-    assert [bad["row"] for bad in skipped] == [2]
+def test_a_language_the_prompts_do_not_speak_is_read_as_english_and_said(tmp_path: Path, tag: str, capsys) -> None:
+    """A French or German dataset is not bad input: its tag is kept, read as English, and the run says so
+    in one line naming the tag, how many rows carry it and the tags the prompts speak."""
+    from offline_eval.cli import main
+    from offline_eval.data.readers import other_languages
+    from offline_eval.text import normalize_language
+
+    path = write_jsonl(tmp_path / "d.jsonl", [{"question": "q", "answer": "a", "ground_truth": "a", "language": "en"},
+                                               {"question": "q2", "answer": "a", "ground_truth": "a", "language": tag}])
+    samples = read_dataset(path)
+    assert samples[1].language == tag and normalize_language(samples[1].language) == "en"
+    line = other_languages(samples)
+    assert line.startswith(f"language '{tag}' (1 row): not a language the prompts speak, read as English")
+    assert "en (also english" in line and "zh (also chinese, 中文" in line and "\n" not in line
+    assert other_languages(samples[:1]) is None
+    out = tmp_path / "out"
+    assert main(["run", "--dataset", str(path), "--metrics", "rouge_l", "--output", str(out), "--no-report",
+                 "--quiet"]) == 0
+    assert f"offline-eval: language '{tag}' (1 row)" in capsys.readouterr().err
 
 
 def test_a_blank_id_is_missing_as_an_empty_one_is(tmp_path: Path) -> None:
