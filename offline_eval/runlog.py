@@ -43,7 +43,7 @@ LABELS, REVIEW, LOCK = "labels.jsonl", "review.json", ".lock"
 
 __all__ = ["RESULTS", "SUMMARY", "RUN_INFO", "REPORT", "LABELS", "REVIEW", "LOCK", "RunLogError", "ResultLine",
            "result_lines", "read_results", "write_results", "ResultsAppender", "cut_torn_results", "rewrite_results", "read_object", "read_summary", "summary_dict",
-           "run_info", "read_review", "is_finished", "read_row", "write_atomic", "write_json", "named_error", "remove_quietly"]
+           "run_info", "read_review", "is_finished", "rows_short", "read_row", "write_atomic", "write_json", "named_error", "remove_quietly"]
 
 
 class RunLogError(ValueError):
@@ -232,6 +232,16 @@ def is_finished(folder: str | Path) -> bool:
     """Whether the run folder holds a finished run: summary.json is written last, after results.jsonl
     is whole."""
     return (Path(folder) / SUMMARY).is_file()
+
+
+def rows_short(rows: int, counted: int | None) -> str | None:
+    """What a finished run lost when its results.jsonl holds fewer ``rows`` than the samples its
+    summary.json ``counted`` (a last line cut short, rows removed); None when it holds them all, or the
+    summary counts none."""
+    if counted is None or rows >= counted:
+        return None
+    return (f"{RESULTS} holds {rows} of the {counted} samples {SUMMARY} counts (the others' rows were cut short "
+            "or removed)")
 
 
 def named_error(exc: OSError, path: Path) -> OSError:

@@ -117,6 +117,11 @@ def chinese_runs(text: str) -> list[tuple[int, int]]:
     return spans
 
 
+def counted(n: int, noun: str) -> str:
+    """``n`` and its noun, for a message: "1 label", "3 labels"."""
+    return f"{n} {noun}{'' if n == 1 else 's'}"
+
+
 # A Chinese sentence that ends a sentence of English text: after the English (no CJK character in it),
 # from a CJK character up to 。！？ at the very end.
 _CHINESE_TAIL = re.compile(r"(?<=[^\s\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff])\s*"
@@ -153,23 +158,19 @@ LANGUAGE_NAMES = {
 ACCEPTED_LANGUAGES = "en (also english, en-US, en_GB) or zh (also chinese, 中文, zh-CN, zh_cn, zh-Hant)"
 
 
-def normalize_language(language: str | None, text: str = "", *, strict: bool = False) -> str:
+def normalize_language(language: str | None, text: str = "") -> str:
     """Map a language tag to 'zh' or 'en'; ``None``/blank detects it from ``text``. The one reading of
-    a row's ``language`` field: the data reader checks it with it, and a row's prompts
-    (``EvalSettings.language_for``) and sentence rules read it with it, so no two parts of a run can
-    read one tag as two languages.
+    a row's ``language`` field: a row's prompts (``EvalSettings.language_for``) and sentence rules read it
+    with it, so no two parts of a run can read one tag as two languages.
 
     Case, spaces and ``_`` against ``-`` are set aside: ``zh``, ``ZH``, `` zh``, ``zh-CN``, ``zh_cn``,
-    ``chinese``, ``中文`` are Chinese, ``en``, ``en-US``, ``English`` English (:data:`LANGUAGE_NAMES`).
-    Another tag is a ValueError with ``strict`` (naming :data:`ACCEPTED_LANGUAGES`), else read as
-    English, the reference's only other language (a run says so: ``other_languages`` in the data reader).
+    ``chinese``, ``中文`` are Chinese, ``en``, ``en-US``, ``English`` English (:func:`language_code`).
+    Another tag is read as English, the reference's only other language (a run says so:
+    ``other_languages`` in the data reader).
     """
     if not language or not language.strip():
         return detect_language(text)
-    code = language_code(language)
-    if code is None and strict:
-        raise ValueError(f"unknown language {language!r}; accepted: {ACCEPTED_LANGUAGES}")
-    return code or "en"
+    return language_code(language) or "en"
 
 
 def language_code(language: str) -> str | None:

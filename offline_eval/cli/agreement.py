@@ -14,7 +14,8 @@ from pathlib import Path
 from typing import Any
 
 from offline_eval.cli.shared import (
-    add_cache_arguments, add_model_arguments, add_settings_arguments, open_cache, positive_int, run_config_from_args,
+    add_cache_arguments, add_criteria_argument, add_model_arguments, add_settings_arguments, open_cache, positive_int,
+    run_config_from_args,
 )
 from offline_eval.options import HelpFormatter
 
@@ -65,10 +66,7 @@ def _add_scoring(p: argparse.ArgumentParser, what: argparse._ArgumentGroup) -> N
     """--metric, the judging settings (as for `run`, but for the aggregate's) and the model flags: a
     calibration is fitted for the settings it was scored with, so every one of them can be given."""
     what.add_argument("--metric", required=True, help="metric name (`offline-eval metrics`)")
-    # as cli.shared's --criteria, whose help speaks of run's --metrics: these commands score the one --metric
-    what.add_argument("--criteria", action="append", metavar="FILE.toml",
-                      help="criteria of your own (yes/no or graded questions to the judge, docs/criteria.md), each a "
-                           "metric criterion_<name> that --metric can name; repeatable")
+    add_criteria_argument(what, one_metric=True)
     add_settings_arguments(p.add_argument_group("judging (as for `run`)"), aggregate=False)
     models = p.add_argument_group("models (as for `run`)")
     add_model_arguments(models)

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from offline_eval.options import HelpFormatter
+from offline_eval.text import counted
 
 HELP_ORDER = 100  # where `offline-eval --help` lists this command (offline_eval.cli.command_modules)
 
@@ -49,7 +50,7 @@ def cmd_estimate(args: argparse.Namespace) -> int:
 
         print("\n".join(format_estimates(result.estimates)))
     for metric, count in result.unknown_metrics.items():
-        print(f"offline-eval: {_count(count, 'label')} for {printable(metric)}, which this run did not score "
+        print(f"offline-eval: {counted(count, 'label')} for {printable(metric)}, which this run did not score "
               f"(its metrics: {', '.join(run.metrics)}): not used", file=sys.stderr)
     for metric, figures in result.estimates.items():
         note = (figures.get("ppi") or {}).get("note")
@@ -61,7 +62,7 @@ def cmd_estimate(args: argparse.Namespace) -> int:
                   + ", ".join(f"{k} {v}" for k, v in excluded.items()), file=sys.stderr)
     if result.other_run:
         verb = "names" if result.other_run == 1 else "name"
-        print(f"offline-eval: {_count(result.other_run, 'label')} {verb} another run (their 'run' fingerprint is not "
+        print(f"offline-eval: {counted(result.other_run, 'label')} {verb} another run (their 'run' fingerprint is not "
               "this run's): left out; pass --any-run if that run scored the same samples", file=sys.stderr)
     if partial:
         print(f"offline-eval: {printable(str(run_dir))} has not finished (--partial): these estimates are over the "
@@ -93,10 +94,6 @@ def _check_some_estimate(result: Any, run: Any, labels: Path, run_dir: Path) -> 
                     source=str(labels))
 
 
-def _count(n: int, noun: str) -> str:
-    return f"{n} {noun}{'' if n == 1 else 's'}"
-
-
 def _check_finished(run_dir: Path, partial: bool) -> bool:
     """True when the run has not finished and --partial allows reading it anyway; a DataError (one line)
     when it has not finished without --partial: its rows are not all written, and an estimate over the
@@ -118,14 +115,13 @@ def _check_whole(run_dir: Path, rows: int) -> None:
     counts (a last line cut short, rows removed): an estimate over the rows left would look like one over
     the whole run, its labels of the missing rows counted as unknown ids."""
     from offline_eval.data.schema import DataError
-    from offline_eval.runlog import RESULTS, SUMMARY, read_summary
+    from offline_eval.runlog import read_summary, rows_short
 
     summary = read_summary(run_dir)
-    n = summary.n_samples if summary is not None else None
-    if n is not None and rows < n:
-        raise DataError(f"{RESULTS} holds {rows} of the {n} samples {SUMMARY} counts (the others' rows were cut "
-                        "short or removed): rerun the same `offline-eval run` command to score them again, or "
-                        "pass --partial to estimate over the rows there", source=str(run_dir))
+    short = rows_short(rows, summary.n_samples if summary is not None else None)
+    if short:
+        raise DataError(f"{short}: rerun the same `offline-eval run` command to score them again, or pass "
+                        "--partial to estimate over the rows there", source=str(run_dir))
 
 
 def _keep(run_dir: Path, result: Any) -> None:

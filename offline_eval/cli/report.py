@@ -26,6 +26,7 @@ def cmd_report(args: argparse.Namespace) -> int:
     """Write the HTML report of a run and print its path; a run that has not finished, or whose rows are
     missing, is said on stderr too, since the page alone may never be opened."""
     from offline_eval.report.html import load_run, partial_notes, write_report
+    from offline_eval.report.terminal import STARTER_NOTE
 
     try:
         data = load_run(args.run_dir)
@@ -36,8 +37,7 @@ def cmd_report(args: argparse.Namespace) -> int:
     for note in partial_notes(data):
         print(f"offline-eval report: {note}", file=sys.stderr)
     if data.starter:
-        print("offline-eval report: starter profile: these scores only show that the pipeline runs; do not use "
-              "them to judge a system", file=sys.stderr)
+        print(f"offline-eval report: {STARTER_NOTE}", file=sys.stderr)
     print(path)
     return 0
 

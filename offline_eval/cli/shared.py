@@ -195,12 +195,13 @@ def add_settings_arguments(group: argparse._ArgumentGroup, *, aggregate: bool = 
                                               if aggregate or not f.metadata.get("aggregate_only")})
 
 
-def add_criteria_argument(group: argparse._ArgumentGroup) -> None:
-    """``--criteria FILE``: criteria of your own, each a metric ``criterion_<name>``."""
+def add_criteria_argument(group: argparse._ArgumentGroup, *, one_metric: bool = False) -> None:
+    """``--criteria FILE``: criteria of your own, each a metric ``criterion_<name>``; ``one_metric`` for a
+    command that scores the one ``--metric`` it names (agreement, calibrate), which has no --metrics."""
+    which = "that --metric can name" if one_metric else "all of them unless --metrics names some"
     group.add_argument("--criteria", action="append", metavar="FILE.toml",
                        help="criteria of your own (yes/no or graded questions to the judge, docs/criteria.md), "
-                            "each scored as a metric criterion_<name>, all of them unless --metrics names "
-                            "some; repeatable")
+                            f"each scored as a metric criterion_<name>, {which}; repeatable")
 
 
 def add_calibration_arguments(group: argparse._ArgumentGroup) -> None:

@@ -60,7 +60,7 @@ from typing import Any
 
 from offline_eval.data.formats import Row, json_type_name, iter_rows, load_rows
 from offline_eval.data.schema import FIELD_ALIASES, LIST_FIELDS, ROLES, DataError, Sample, Turn, printable
-from offline_eval.text import ACCEPTED_LANGUAGES, language_code
+from offline_eval.text import ACCEPTED_LANGUAGES, counted, language_code
 
 __all__ = [
     "CANONICAL_FIELDS",
@@ -655,16 +655,16 @@ def _as_language(value: Any, error: _ErrorFactory) -> str | None:
     raise error(f"expected a language code such as 'en' or 'zh', got {json_type_name(value)}")
 
 
-
 def other_languages(samples: Iterable[Sample]) -> str | None:
     """One line naming the ``language`` tags of ``samples`` that name no language the prompts speak, with
     how many rows carry each, read as English; None when there are none."""
     counts = Counter(s.language for s in samples if s.language and language_code(s.language) is None)
     if not counts:
         return None
-    tags = ", ".join(f"'{printable(str(tag))}' ({n} {'row' if n == 1 else 'rows'})" for tag, n in counts.most_common())
+    tags = ", ".join(f"'{printable(str(tag))}' ({counted(n, 'row')})" for tag, n in counts.most_common())
     return (f"language {tags}: not a language the prompts speak, read as English; write {ACCEPTED_LANGUAGES} "
             "where the rows are in one of them")
+
 
 def _number_text(value: int | float) -> str:
     """``3`` -> ``"3"``, ``3.0`` -> ``"3"`` (pandas turns int columns with gaps into floats)."""

@@ -25,7 +25,7 @@ def weights_problems(weights: Mapping[str, Any], metrics: Iterable[str]) -> list
     reason that blames the metrics (or, for an infinity, stop the run once every row was scored), so a
     run refuses them before any model loads."""
     from offline_eval.data.schema import printable
-    from offline_eval.options import weight_problem
+    from offline_eval.options import weight_problem, weights_problem
 
     names = list(metrics)
     problems = []
@@ -34,11 +34,11 @@ def weights_problems(weights: Mapping[str, Any], metrics: Iterable[str]) -> list
         if problem:
             problems.append(f"--weights {printable(str(metric))}={printable(str(weight))}: {problem}")
         elif metric not in names:
-            problems.append(f"--weights {printable(str(metric))}={weight:g}: {printable(str(metric))} is not among this run's metrics "
-                            f"({', '.join(names)}); weigh one of them or add it to --metrics")
-    if not problems and weights and not any(w > 0 for w in weights.values()):
-        problems.append(f"--weights {printable(','.join(f'{k}={v:g}' for k, v in weights.items()))}: at least one "
-                        "weight must be above 0")
+            problems.append(f"--weights {printable(str(metric))}={weight:g}: {printable(str(metric))} is not among "
+                            f"this run's metrics ({', '.join(names)}); weigh one of them or add it to --metrics")
+    every = weights_problem(weights.values()) if not problems else None  # all of them 0
+    if every:
+        problems.append(f"--weights {printable(','.join(f'{k}={v:g}' for k, v in weights.items()))}: {every}")
     return problems
 
 

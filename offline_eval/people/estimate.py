@@ -63,6 +63,7 @@ from offline_eval.data.schema import DataError
 from offline_eval.people.labels import LABELS_FILE, Label, cohen_kappa, latest, questions_for_people, read_labels
 from offline_eval.metrics import is_higher_better
 from offline_eval.records import RunSummary
+from offline_eval.text import counted
 from offline_eval.runlog import RESULTS, RunLogError, read_results, run_info, summary_dict
 
 Z95 = 1.959963984540054  # the standard normal's 97.5% quantile
@@ -380,8 +381,7 @@ def estimate_metric(metric: str, values: Mapping[str, float | None], combined: M
     judge = float(np.mean(list(scored.values()))) if scored else None
     ppi_figures = ppi.to_dict()
     if 0 < len(labelled) < FEW_LABELS:
-        count = f"{len(labelled)} label{'' if len(labelled) == 1 else 's'}"
-        few = (f"only {count}: the interval is a large-sample approximation, measured from 30 labels up "
+        few = (f"only {counted(len(labelled), 'label')}: the interval is a large-sample approximation, measured from 30 labels up "
                "(docs/estimate.md)")
         ppi_figures["note"] = "; ".join(filter(None, [ppi_figures.get("note"), few]))
     return {"n_labelled": len(labelled), "n": len(scored),

@@ -20,7 +20,7 @@ from typing import Any, Mapping
 from offline_eval.records import (
     MetricSummary, ResultRow, RunSummary, finite, metric_names, text_of,
 )
-from offline_eval.runlog import RESULTS, SUMMARY, RunLogError, read_results, run_info, summary_dict
+from offline_eval.runlog import RESULTS, SUMMARY, RunLogError, read_results, rows_short, run_info, summary_dict
 
 
 def lower_is_better(metric: str, entry: MetricSummary | Mapping[str, Any] | None = None) -> bool:
@@ -84,8 +84,7 @@ def partial_notes(data: RunData) -> list[str]:
     if not k:
         return [f"{RESULTS} is empty: {SUMMARY} counts {n} scored samples, but none of their rows can be shown; "
                 f"{rerun}"]
-    return [f"{RESULTS} holds {k} of the {n} samples {SUMMARY} counts (the others' rows were cut short or "
-            f"removed): the summary's figures rest on all {n}, the sample rows on {k}; {rerun}"]
+    return [f"{rows_short(k, n)}: the summary's figures rest on all {n}, the sample rows on {k}; {rerun}"]
 
 
 def as_run_summary(summary: RunSummary | Mapping[str, Any]) -> RunSummary:

@@ -75,7 +75,6 @@ class MetricComparison:
     most_regressed: list[SampleDelta] = field(default_factory=list)
     alpha: float = ALPHA
     n_either: int = 0  # units either run scored: the pairs, those the other run left unscored, those B lacks
-    missing_in_a: int = 0  # units B scored that A does not have (not in n_either)
     missing_in_b: int = 0  # units A scored that B does not have
 
     @property
@@ -234,22 +233,20 @@ def _compare_metric(m: str, ia: dict[str, _Unit], ib: dict[str, _Unit], common: 
     # a candidate (B) that lacks rows the baseline scored has lost them; rows only B has (a dataset that
     # grew) are new, not a regression, and stay out of the gate's count
     missing_in_b = sum(1 for key, unit in ia.items() if key not in ib and unit.values[m] is not None)
-    missing_in_a = sum(1 for key, unit in ib.items() if key not in ia and unit.values[m] is not None)
     either += missing_in_b
     if not pairs:
-        return MetricComparison(m, 0, None, None, None, None, None, lib, [], alpha, either, missing_in_a,
-                                missing_in_b)
+        return MetricComparison(m, 0, None, None, None, None, None, lib, [], alpha, either, missing_in_b)
     worse = [p for p in pairs if (p.delta > 0 if lib else p.delta < 0)]
     worse.sort(key=lambda p: (-p.delta if lib else p.delta, p.id))
     mean_a, mean_b = sum(p.a for p in pairs) / len(pairs), sum(p.b for p in pairs) / len(pairs)
     if len(pairs) < MIN_PAIRS:  # a delta, but no interval or p-value to act on
         delta = sum(p.delta for p in pairs) / len(pairs)
         return MetricComparison(m, len(pairs), mean_a, mean_b, delta, None, None, lib, worse[:top], alpha, either,
-                                missing_in_a, missing_in_b)
+                                missing_in_b)
     result = paired_bootstrap([p.a for p in pairs], [p.b for p in pairs])
     return MetricComparison(
         m, result.n_pairs, mean_a, mean_b, result.delta, (float(result.ci95[0]), float(result.ci95[1])),
-        float(result.p_value), lib, worse[:top], alpha, either, missing_in_a, missing_in_b)
+        float(result.p_value), lib, worse[:top], alpha, either, missing_in_b)
 
 
 def _num(v: float | None, digits: int = 3, sign: bool = False) -> str:

@@ -33,6 +33,7 @@ from offline_eval.run.execute import execute
 from offline_eval.run.model_choice import ModelChoice
 from offline_eval.runtime.registry import JUDGE_VERIFIES, backend_spec
 from offline_eval.stats import DEFAULT_RESAMPLES, DEFAULT_SEED
+from offline_eval.text import counted
 
 DROP = "drop"
 
@@ -314,18 +315,14 @@ def check_pairs(what: str, pairs: int, minimum: int | None, *, warn: bool = True
     required = MIN_LABELLED_PAIRS if minimum is None else minimum
     if pairs < required:
         gone = ", ".join(f"{k} {v}" for k, v in sorted((left_out or {}).items()) if v)
-        raise DataError(f"{what} would rest on {_plural(pairs, 'pair')}{f' (left out: {gone})' if gone else ''}; it "
+        raise DataError(f"{what} would rest on {counted(pairs, 'pair')}{f' (left out: {gone})' if gone else ''}; it "
                         f"needs at least {required} (--min-pairs): label more samples of the same groups (two "
                         "samples of a group with different labels make a pair), or pass a lower --min-pairs to "
                         "accept a figure that moves with every pair")
     if warn and pairs < MIN_LABELLED_PAIRS:
-        print(f"offline-eval: WARNING: {what} rests on only {_plural(pairs, 'pair')}, fewer than "
+        print(f"offline-eval: WARNING: {what} rests on only {counted(pairs, 'pair')}, fewer than "
               f"{MIN_LABELLED_PAIRS} (allowed by --min-pairs {required}): it will move with every pair added",
               file=sys.stderr)
-
-
-def _plural(n: int, noun: str) -> str:
-    return f"{n} {noun}{'' if n == 1 else 's'}"
 
 
 def check_labels_per_class(what: str, yes: int, no: int, minimum: int | None, *, warn: bool = True) -> None:
