@@ -40,6 +40,17 @@ class HelpFormatter(argparse.HelpFormatter):
         return f"{text} (default: %(default)s)"
 
 
+class FlagError(ValueError):
+    """A flag's value that only the run can find wrong (a metric's name not in the run, a device this
+    machine lacks). The message starts with the flag; ``flag`` names it, so that a face which took the
+    value from elsewhere (a ``run --config`` file's key) can say where to fix it without reading the
+    message."""
+
+    def __init__(self, flag: str, message: str) -> None:
+        super().__init__(message)
+        self.flag = flag
+
+
 def positive_int(text: str) -> int:
     """A whole number >= 1 (counts and sizes; the flag is named by argparse's error)."""
     return _whole_number(text, 1)

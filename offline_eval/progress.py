@@ -190,6 +190,8 @@ class RunProgress:
         return (step or 0.0) + work / rows * later, True
 
     def estimate(self) -> str:
+        if self.total and self.done >= self.total:  # what is left is writing the summary: nothing to time
+            return "every sample scored"
         step, run = self.step_left(), self.run_left()
         parts = [f"step ends in ~{_duration(step)}"] if step is not None else []
         if run is None:

@@ -18,7 +18,7 @@ from offline_eval.cli.shared import (
     Interrupted, add_cache_arguments, add_calibration_arguments, add_criteria_argument, add_model_arguments,
     add_settings_arguments, apply_threads, open_cache, positive_int, run_config_from_args,
 )
-from offline_eval.options import HelpFormatter, add_field_arguments, boolean, items
+from offline_eval.options import FlagError, HelpFormatter, add_field_arguments, boolean, items
 from offline_eval.thresholds import DEFAULT_MAX_UNSCORED, unscored_share
 
 HELP_ORDER = 10  # where `offline-eval --help` lists this command (offline_eval.cli.command_modules)
@@ -166,13 +166,13 @@ def merge_config(args: argparse.Namespace, parser: argparse.ArgumentParser) -> a
 
 
 def _from_config(exc: ValueError, args: argparse.Namespace) -> ValueError:
-    """A message of the run's setup that starts with a flag (``--weights faithfulness=1: ...``) names
-    the --config file and key instead where the file gave that flag's value: the flag was never typed,
-    and the line must say where to fix it."""
-    text = str(exc)
-    flag = text.split(" ", 1)[0].rstrip(":")
-    key = getattr(args, "config_keys", {}).get(flag.lstrip("-").replace("-", "_")) if flag.startswith("--") else None
-    return ValueError(f"{args.config}: {key}: {text}") if key else exc
+    """A flag's value refused by the run's setup (:class:`~offline_eval.options.FlagError`) names the
+    --config file and key instead where the file gave that value: the flag was never typed, and the
+    line must say where to fix it."""
+    if not isinstance(exc, FlagError):
+        return exc
+    key = getattr(args, "config_keys", {}).get(exc.flag.lstrip("-").replace("-", "_"))
+    return ValueError(f"{args.config}: {key}: {exc}") if key else exc
 
 
 def _config_value(action: argparse.Action, value: Any, where: str) -> Any:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Mapping
 
 # Canonical field -> names accepted on input, in order of preference.
 FIELD_ALIASES: dict[str, tuple[str, ...]] = {
@@ -79,6 +79,20 @@ def printable(text: str) -> str:
     ``\\n``, ``\\u202e``), so a value from a data file printed to a terminal shows as what it
     is and cannot rewrite the screen or break a one-line message."""
     return _UNPRINTABLE.sub(lambda match: ascii(match.group())[1:-1], text)
+
+
+def described(value: Any) -> str:
+    """A value from a data file as a one-line message shows it: a list or an object by its kind and size
+    (its contents could run to pages), true and false as JSON writes them, anything else as ``repr``
+    writes it, cut to 40 characters and :func:`printable`."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (list, tuple)):
+        return f"a list of {len(value)}"
+    if isinstance(value, Mapping):
+        return "an object"
+    text = repr(value)
+    return printable(text if len(text) <= 40 else text[:37] + "...")
 
 
 class DataError(ValueError):

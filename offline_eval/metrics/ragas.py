@@ -487,13 +487,14 @@ class AnswerCorrectness(SampleMetric):
         def __post_init__(self) -> None:
             # the API's keyword skips the flag's reading: a NaN, a negative or two zero weights would
             # make every row's value NaN or a division by zero, found only once the models had run
-            from offline_eval.options import weights_problem
+            from offline_eval.options import FlagError, weights_problem
 
             problem = weights_problem(self.weights) if isinstance(self.weights, (tuple, list)) else "expected two numbers"
             if problem is None and len(self.weights) != 2:
                 problem = f"expected two numbers (F1,SIM), got {len(self.weights)}"
             if problem:
-                raise ValueError(f"--answer-correctness-weights (answer_correctness_weights): {problem}")
+                raise FlagError("--answer-correctness-weights",
+                                f"--answer-correctness-weights (answer_correctness_weights): {problem}")
 
     def compute(self, sample, settings, lang):
         a, g = yield from answer_and_reference_claims(sample, lang, settings)

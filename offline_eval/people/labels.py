@@ -27,7 +27,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
-from offline_eval.data.schema import DataError
+from offline_eval.data.schema import DataError, described
 from offline_eval.metrics import metric_classes
 from offline_eval.runlog import LABELS
 
@@ -72,17 +72,6 @@ class Label:
         return {"id": self.id, "metric": self.metric, "label": self.word, **out}
 
 
-def _shown(value: Any) -> str:
-    """A JSON value as an error message shows it: text and numbers as they are (cut short), a list or an
-    object by its kind, so one line stays one line."""
-    if isinstance(value, list):
-        return "a list"
-    if isinstance(value, Mapping):
-        return "an object"
-    text = repr(value)
-    return text if len(text) <= 40 else text[:37] + "..."
-
-
 def parse_label(obj: Any, *, source: str = "labels", line: int | None = None) -> Label:
     """One label from a decoded JSON line; a one-line DataError naming the line and field otherwise."""
     def bad(field: str, message: str) -> DataError:
@@ -98,7 +87,7 @@ def parse_label(obj: Any, *, source: str = "labels", line: int | None = None) ->
     # and 1 / 0 would match true / false
     key = raw.strip().lower() if isinstance(raw, str) else raw if isinstance(raw, bool) else None
     if key not in _VALUES:
-        raise bad("label", f"expected yes, no, unsure, true or false, got {_shown(raw)}")
+        raise bad("label", f"expected yes, no, unsure, true or false, got {described(raw)}")
     order = obj.get("order")
     if order is not None and (not isinstance(order, int) or isinstance(order, bool) or order < 0):
         raise bad("order", f"expected a whole number from 0, got {order!r}")

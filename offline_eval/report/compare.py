@@ -32,6 +32,7 @@ from typing import IO, Mapping
 
 from offline_eval.records import finite
 from offline_eval.report._run import RunData, e, load_run, lower_is_better, partial_notes, text_of
+from offline_eval.text import counted
 from offline_eval.thresholds import DEFAULT_MAX_UNSCORED, MIN_PAIRS
 
 __all__ = ["SampleDelta", "MetricComparison", "Comparison", "compare_runs", "regression_failures",
@@ -324,9 +325,9 @@ def gate_failures(comparison: Comparison, max_unscored: float = DEFAULT_MAX_UNSC
     for m in comparison.metrics:
         if _fails_unscored(m, max_unscored):
             missing = m.n_either - m.n_pairs
-            lines.append(f"{m.name}: {missing} of the {m.n_either} {comparison.unit}s scored in A or B are not "
+            lines.append(f"{m.name}: {missing} of the {counted(m.n_either, comparison.unit)} scored in A or B are not "
                          f"paired ({_unpaired(m)}; {100 * missing / m.n_either:.0f}%), more than "
-                         f"the {max_unscored * 100:g}% --max-unscored allows: its change rests on {m.n_pairs} pairs; "
+                         f"the {max_unscored * 100:g}% --max-unscored allows: its change rests on {counted(m.n_pairs, 'pair')}; "
                          "score the same samples in both runs and see why any went unscored, or pass a higher "
                          "--max-unscored")
     return lines
@@ -336,7 +337,7 @@ def gate_too_few(comparison: Comparison, max_unscored: float = DEFAULT_MAX_UNSCO
     """One line per metric a gate cannot rest on because it has fewer than ``MIN_PAIRS`` pairs (and does
     not already fail :func:`gate_failures`): neither passing nor failing it would mean anything."""
     unit = comparison.unit
-    return [f"{m.name}: {m.n_pairs} pairs of the {m.n_either} {unit}s scored in A or B, too few for an interval "
+    return [f"{m.name}: {counted(m.n_pairs, 'pair')} of the {counted(m.n_either, unit)} scored in A or B, too few for an interval "
             f"(needs at least {MIN_PAIRS}: on fewer, not even every pair moving the same way reaches p < 0.05): "
             f"nothing to gate on; score more {unit}s in both runs"
             for m in comparison.metrics if m.too_few and not _fails_unscored(m, max_unscored)]
@@ -348,12 +349,12 @@ def gate_lines(comparison: Comparison, max_unscored: float = DEFAULT_MAX_UNSCORE
     lines = []
     for m in comparison.metrics:
         if not m.n_either:
-            lines.append(f"{m.name}: scored in neither run on the {comparison.n_common} {comparison.unit}s both have: "
+            lines.append(f"{m.name}: scored in neither run on the {counted(comparison.n_common, comparison.unit)} both have: "
                          "not gated")
             continue
         missing = m.n_either - m.n_pairs
-        lines.append(f"{m.name}: delta {_num(m.delta, sign=True)} over {m.n_pairs} pairs of the {m.n_either} "
-                     f"{comparison.unit}s scored in A or B ({_unpaired(m)}, "
+        lines.append(f"{m.name}: delta {_num(m.delta, sign=True)} over {counted(m.n_pairs, 'pair')} of the "
+                     f"{counted(m.n_either, comparison.unit)} scored in A or B ({_unpaired(m)}, "
                      f"{100 * missing / m.n_either:.0f}%; at most {max_unscored * 100:g}% allowed, --max-unscored)")
     return lines
 
@@ -369,7 +370,7 @@ _HEAD = ["metric", "A", "B", "delta (B−A)", "95% CI", "p", "pairs", "verdict"]
 def _notes(comparison: Comparison) -> list[str]:
     units = f"{comparison.unit}s"
     notes = [f"A: {comparison.run_a}", f"B: {comparison.run_b}",
-             f"{comparison.n_common} samples paired by id" if comparison.unit == "sample" else
+             f"{counted(comparison.n_common, 'sample')} paired by id" if comparison.unit == "sample" else
              f"{comparison.n_common} conversations paired by conversation id, each metric on the conversations' "
              "means over their turns"]
     if comparison.starter:

@@ -17,6 +17,7 @@ from typing import Any, Mapping
 from offline_eval.data.schema import printable
 from offline_eval.records import RunSummary
 from offline_eval.report._run import as_run_summary, lower_is_better
+from offline_eval.text import counted
 from offline_eval.thresholds import DEFAULT_MAX_UNSCORED, ThresholdError, parse_thresholds
 
 __all__ = ["parse_thresholds", "check_thresholds", "gate_lines", "ThresholdError", "DEFAULT_MAX_UNSCORED"]
@@ -55,7 +56,7 @@ def gate_lines(summary: RunSummary | Mapping[str, Any], thresholds: Mapping[str,
         rows = entry.n_scored + entry.n_unscored
         sign = "<=" if lower_is_better(name, entry) else ">="
         mean = "none" if entry.mean is None else _pair(entry.mean, float(threshold))[0]
-        lines.append(f"{name} {sign} {float(threshold):g}: mean {mean} over {entry.n_scored} scored rows of {rows} "
+        lines.append(f"{name} {sign} {float(threshold):g}: mean {mean} over {counted(entry.n_scored, 'scored row')} of {rows} "
                      f"({entry.n_unscored} unscored, {_share(entry.n_unscored, rows)}; at most "
                      f"{max_unscored * 100:g}% allowed, --max-unscored)")
     return lines
@@ -86,7 +87,7 @@ def check_thresholds(summary: RunSummary | Mapping[str, Any], thresholds: Mappin
         if entry.n_unscored > max_unscored * rows:
             failures.append(f"{name}: {entry.n_unscored} of {rows} rows unscored ({_share(entry.n_unscored, rows)}"
                             f"{_reasons(entry.unscored_reasons)}), more than the {max_unscored * 100:g}% "
-                            f"--max-unscored allows: its mean rests on {entry.n_scored} rows; score them (see "
+                            f"--max-unscored allows: its mean rests on {counted(entry.n_scored, 'row')}; score them (see "
                             "the reasons) or pass a higher --max-unscored")
             continue
         m, t = _pair(mean, float(threshold))

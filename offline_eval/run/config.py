@@ -30,6 +30,7 @@ from offline_eval.metrics.aggregate import weights_problems
 from offline_eval.metrics.base import Metric
 from offline_eval.metrics.criteria import PREFIX as CRITERION_PREFIX
 from offline_eval.metrics.criteria import load_criteria
+from offline_eval.options import FlagError
 from offline_eval.run.model_choice import ModelChoice
 
 STARTER_NOTE = ("starter profile: these scores only show that the pipeline runs; "
@@ -139,14 +140,14 @@ def build_run(config: RunConfig, *, models: Models | None = None) -> Run:
         raise TypeError(f"unknown option(s) {', '.join(unknown)}; known: {', '.join(known_options())}")
     if config.metrics is not None and not Aggregate.without(config.metrics):
         # None is the default five; an empty list is a mistake (`--metrics ""`), not a wish for them
-        raise ValueError(f"--metrics names no metric ({', '.join(map(str, config.metrics)) or 'an empty list'}); "
+        raise FlagError("--metrics", f"--metrics names no metric ({', '.join(map(str, config.metrics)) or 'an empty list'}); "
                          "see `offline-eval metrics`, or leave it out for the default five")
     metrics, aggregate = resolve_metrics(with_criteria(config.metrics, load_criteria(config.criteria)),
                                          {k: v for k, v in config.options.items() if k in own})
     names = [m.name for m in metrics] + ([Aggregate.name] if aggregate else [])
     unknown = sorted(set(config.fail_under) - set(names))
     if unknown:
-        raise ValueError(f"--fail-under names {printable(', '.join(unknown))}, not among this run's metrics "
+        raise FlagError("--fail-under", f"--fail-under names {printable(', '.join(unknown))}, not among this run's metrics "
                          f"({', '.join(names)})")
     _check_weights(config.options, [m.name for m in metrics])
     check_device(config.models.device, used=any(m.roles for m in metrics))
@@ -181,10 +182,10 @@ def _check_weights(options: Mapping[str, Any], metrics: list[str]) -> None:
     if weights is None:
         return
     if not isinstance(weights, Mapping):
-        raise ValueError(f"--weights: expected metric=weight pairs (a mapping), got {printable(repr(weights))}")
+        raise FlagError("--weights", f"--weights: expected metric=weight pairs (a mapping), got {printable(repr(weights))}")
     problems = weights_problems(weights, metrics)
     if problems:
-        raise ValueError("; ".join(problems))
+        raise FlagError("--weights", "; ".join(problems))
 
 
 def _details_of(models: Models, roles: set[str]) -> dict[str, Any]:
@@ -212,7 +213,7 @@ def _calibrations(config: RunConfig, models: Models) -> list[Calibration]:
         return []
     for path in config.calibration_files:
         if not path.exists():
-            raise ValueError(f"--calibration {path}: no such file")
+            raise FlagError("--calibration", f"--calibration {path}: no such file")
     files = list(config.calibration_files) + calibration_files(models.profile, models.roles)
     return [c for path in dict.fromkeys(files) for c in read_calibrations(path)]
 
@@ -241,15 +242,15 @@ def check_device(device: str | None, *, used: bool = True) -> None:
 
     problem = device_problem(device)
     if problem:
-        raise ValueError(f"--device: {problem}")
+        raise FlagError("--device", f"--device: {problem}")
     if not used or device == "cpu":
         return
     import torch
 
     if not torch.cuda.is_available():
         built = "a CPU-only build" if torch.version.cuda is None else f"built for CUDA {torch.version.cuda}"
-        raise ValueError(f"--device {device}: no CUDA device here (torch {torch.__version__}, {built}); "
+        raise FlagError("--device", f"--device {device}: no CUDA device here (torch {torch.__version__}, {built}); "
                          "use --device cpu")
     index = device.partition(":")[2]
     if index and (not index.isdigit() or int(index) >= torch.cuda.device_count()):
-        raise ValueError(f"--device {device}: this machine has {torch.cuda.device_count()} CUDA device(s)")
+        raise FlagError("--device", f"--device {device}: this machine has {torch.cuda.device_count()} CUDA device(s)")

@@ -14,7 +14,7 @@ import pytest
 from offline_eval.people.agreement import (
     agreement_pairwise, agreement_pointwise, balanced_accuracy, rankdata, roc_auc, spearman,
 )
-from offline_eval.people.agreement.scoring import agreement_report, label_value, read_labels
+from offline_eval.people.agreement.scoring import agreement_report, format_report, label_value, read_labels
 from offline_eval.data.schema import DataError, Sample
 from offline_eval.judging.settings import EvalSettings
 from offline_eval.judging.verdicts import UNRELATED_PASSAGE
@@ -120,6 +120,22 @@ def test_agreement_pointwise_perfect_and_non_binary():
     assert likert.spearman.value == pytest.approx(1.0)
     with pytest.raises(ValueError):
         agreement_pointwise([0.1, float("nan")], [0, 1])
+
+
+def test_a_figure_that_cannot_be_computed_says_why_instead_of_a_bare_dash():
+    likert = agreement_pointwise([0.1, 0.5, 0.9, 0.7], [1, 3, 5, 4]).to_dict()
+    assert "scale, not 0/1" in likert["roc_auc"]["undefined"] and "--positive" in likert["roc_auc"]["undefined"]
+    assert "undefined" not in likert["spearman"]  # defined: no reason written
+    flat = agreement_pointwise([0.5, 0.5, 0.5], [1, 0, 1]).to_dict()
+    assert flat["spearman"]["undefined"] == "every score is the same"
+    assert agreement_pointwise([0.2, 0.7], [1, 1]).to_dict()["roc_auc"]["undefined"] == "every label is one class"
+    report = {"protocol": "pointwise", "n_labelled": 4, "n_scored": 4, "excluded": {}, "n_positive": 0,
+              "n_negative": 0, "threshold": 0.5, **{k: likert[k] for k in ("balanced_accuracy", "roc_auc", "spearman")}}
+    text = format_report(report)
+    assert "ROC AUC            - (the labels are a scale, not 0/1: --positive reads them as yes/no)" in text
+    pairwise = {"protocol": "pairwise", "n_labelled": 0, "n_scored": 0, "excluded": {}, "n_pairs": 0, "n_ties": 0,
+                "accuracy": agreement_pairwise([]).to_dict()["accuracy"]}
+    assert format_report(pairwise).endswith("pairwise accuracy  - (no pair of differently labelled samples)")
 
 
 def test_agreement_pairwise_counts_ties_with_a_seeded_coin():

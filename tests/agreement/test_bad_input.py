@@ -144,7 +144,7 @@ def test_a_list_or_object_label_in_a_labels_file_is_one_line(tmp_path, capsys, l
     run = _scored_run(tmp_path, [])
     labels = _write(tmp_path / "L.jsonl", [{"id": "r0", "metric": "rouge_l", "label": True},
                                            {"id": "r1", "metric": "rouge_l", "label": label}])
-    kind = "a list" if isinstance(label, list) else "an object"
+    kind = "a list of 1" if isinstance(label, list) else "an object"
     capsys.readouterr()
     for command in (["estimate", str(run), "--labels", str(labels), "--no-write"],
                     ["calibrate", "--run", str(run), "--labels", str(labels), "--metric", "rouge_l",

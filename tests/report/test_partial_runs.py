@@ -84,7 +84,7 @@ def test_too_few_pairs_show_no_interval_and_the_gate_refuses_them(tmp_path, caps
     assert _gate(a, b, tmp_path / "cmp") == 2
     err = capsys.readouterr().err
     assert "REGRESSION" not in err
-    assert f"offline-eval compare: cannot gate: faithfulness: 1 pairs of the 1 samples scored in A or B, too few for " \
+    assert f"offline-eval compare: cannot gate: faithfulness: 1 pair of the 1 sample scored in A or B, too few for " \
            f"an interval (needs at least {MIN_PAIRS}" in err
 
 

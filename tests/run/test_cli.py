@@ -410,3 +410,18 @@ def test_skip_bad_rows_with_every_row_bad_is_one_line_listing_the_skipped_rows(t
     assert f"{data}: all 2 rows were skipped as bad (--skip-bad-rows)" in err, err
     assert "row 1, field 'answer'" in err and "row 2: invalid JSON" in err and "empty" not in err
     assert not out.exists()
+
+
+def test_a_value_the_run_refuses_names_the_config_key_by_its_flag_not_by_its_wording(tmp_path):
+    """The flag travels with the error (FlagError), so a message worded any way still names the key, and
+    a message that merely starts with a flag-like word is not mistaken for one."""
+    from offline_eval.cli.run import _from_config
+    from offline_eval.options import FlagError
+
+    args = argparse.Namespace(config=tmp_path / "eval.toml", config_keys={"fail_under": "fail-under"})
+    named = _from_config(FlagError("--fail-under", "a metric named there is not in this run"), args)
+    assert str(named) == f"{tmp_path / 'eval.toml'}: fail-under: a metric named there is not in this run"
+    plain = ValueError("--fail-under is how the line starts, but no flag was refused")
+    assert _from_config(plain, args) is plain
+    typed = FlagError("--device", "--device cuda:3: this machine has 0 CUDA device(s)")
+    assert _from_config(typed, args) is typed  # the file did not give --device: the flag was typed

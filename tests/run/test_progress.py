@@ -281,3 +281,18 @@ def test_in_a_log_file_a_run_writes_whole_lines_and_no_other_library_writes(tiny
     assert code == 0, text[-3000:]
     assert "\r" not in text and [t for t in THIRD_PARTY if t in text] == [], text[:3000]
     assert any(line.startswith("samples 0/12 · window 1/3") for line in text.splitlines()), text[:3000]
+
+
+def test_once_every_sample_is_scored_the_line_times_nothing():
+    # what is left is writing the summary: an estimate ("run ends in ~?") would be a figure about nothing
+    stream = io.StringIO()
+    progress = RunProgress(2, stream=stream, every=3600)
+    progress.window(0, 1)
+    progress.step()
+    progress("options (judge)", 2).update(2)
+    progress.sample()
+    assert "run ends in ~" in progress.line and "every sample scored" not in progress.line
+    progress.sample()
+    assert progress.line == "samples 2/2 · window 1/1 · step 1 of ?: options (judge) 2/2 · every sample scored"
+    progress.close()
+    assert stream.getvalue().splitlines()[-1].endswith("every sample scored")

@@ -31,13 +31,18 @@ __all__ = [
 
 @dataclass
 class Interval:
-    """A statistic with its percentile-bootstrap interval (None where undefined)."""
+    """A statistic with its percentile-bootstrap interval (None where undefined, and then ``undefined``
+    says why, so that a report never shows a bare dash)."""
 
     value: float | None
     ci95: tuple[float, float] | None
+    undefined: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        return {"value": self.value, "ci95": list(self.ci95) if self.ci95 else None}
+        out: dict[str, Any] = {"value": self.value, "ci95": list(self.ci95) if self.ci95 else None}
+        if self.value is None and self.undefined:
+            out["undefined"] = self.undefined
+        return out
 
 
 @dataclass
@@ -127,12 +132,22 @@ def agreement_pointwise(scores: Sequence[float], labels: Sequence[float], *, thr
             v = spearman(bs, by)
             if v is not None:
                 boot["rho"].append(v)
+    two_class = ("the labels are a scale, not 0/1: --positive reads them as yes/no" if not binary
+                 else "every label is one class")
+    constant = ("fewer than two scored items" if s.size < 2 else "every label is the same"
+                if np.all(y == y[0]) else "every score is the same")
     return PointwiseAgreement(
         n=int(s.size), n_positive=n_pos, n_negative=n_neg, threshold=threshold,
-        balanced_accuracy=Interval(bacc, _percentile(boot["bacc"]) if bacc is not None else None),
-        roc_auc=Interval(auc, _percentile(boot["auc"]) if auc is not None else None),
-        spearman=Interval(rho, _percentile(boot["rho"]) if rho is not None else None),
+        balanced_accuracy=_interval(bacc, boot["bacc"], two_class),
+        roc_auc=_interval(auc, boot["auc"], two_class),
+        spearman=_interval(rho, boot["rho"], constant),
         binary=binary, confusion=confusion)
+
+
+def _interval(value: float | None, draws: list[float], undefined: str) -> Interval:
+    if value is None:
+        return Interval(None, None, undefined)
+    return Interval(value, _percentile(draws))
 
 
 def agreement_pairwise(pairs: Sequence[tuple[float, float]], *, resamples: int = DEFAULT_RESAMPLES,
@@ -154,7 +169,7 @@ def agreement_pairwise(pairs: Sequence[tuple[float, float]], *, resamples: int =
         wins[ties] = (rng.random(n_ties) < 0.5).astype(float)
     n = int(arr.shape[0])
     if n == 0:
-        return PairwiseAgreement(0, 0, Interval(None, None))
+        return PairwiseAgreement(0, 0, Interval(None, None, "no pair of differently labelled samples"))
     value = float(wins.mean())
     ci: tuple[float, float] | None = (value, value)
     if n >= 2 and resamples > 0:

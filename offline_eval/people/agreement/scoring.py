@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any, Callable, Sequence
 
 from offline_eval.people.agreement import agreement_pairwise, agreement_pointwise
-from offline_eval.data.schema import DataError, Sample, printable
+from offline_eval.data.schema import DataError, Sample, described, printable
 from offline_eval.engine.cache import ResultCache
 from offline_eval.engine.models import Models
 from offline_eval.judging.settings import EvalSettings
@@ -67,8 +67,7 @@ def label_value(raw: Any, positive: Sequence[str] = (), drop: Sequence[str] = ()
     if isinstance(raw, bool):
         return 1.0 if raw else 0.0
     if isinstance(raw, (list, tuple, dict)):
-        raise DataError(f"expected a label (text, a number, true or false), got a "
-                        f"{'list' if not isinstance(raw, dict) else 'JSON object'}")
+        raise DataError(f"expected a label (text, a number, true or false), got {described(raw)}")
     if isinstance(raw, numbers.Real) and not math.isfinite(raw):
         raise DataError(f"label {raw} is not a finite number")
     text = str(raw).strip()
@@ -162,18 +161,6 @@ def _is_number(value: Any) -> bool:
     return isinstance(value, numbers.Real) and not isinstance(value, bool) and math.isfinite(value)
 
 
-def _held(value: Any) -> str:
-    """What a metadata value is, as a one-line message says it."""
-    if isinstance(value, bool):
-        return f"{str(value).lower()} (true/false)"
-    if isinstance(value, (list, tuple)):
-        return f"a list of {len(value)}"
-    if isinstance(value, dict):
-        return "an object"
-    text = repr(value)
-    return text if len(text) <= 40 else text[:37] + "..."
-
-
 def numeric_keys(metadata: Any) -> list[str]:
     """The keys of a score's metadata that hold a finite number (what --value can read)."""
     return sorted(str(k) for k, v in metadata.items() if _is_number(v)) if isinstance(metadata, dict) else []
@@ -193,7 +180,7 @@ def _score_of(score: dict[str, Any], value_key: str | None, *, sample: Sample | 
             return None
         if not _is_number(value):
             which = f" of sample {sample.id}" if sample is not None else ""
-            raise DataError(f"--value {value_key}: the metric's metadata[{value_key!r}]{which} holds {_held(value)}, "
+            raise DataError(f"--value {value_key}: the metric's metadata[{value_key!r}]{which} holds {described(value)}, "
                             f"not a finite number; keys of its score holding numbers: "
                             f"{', '.join(numeric_keys(metadata)) or 'none'}",
                             source=source, row=(sample.row or None) if sample is not None else None)
@@ -346,7 +333,7 @@ def format_report(report: dict[str, Any]) -> str:
     """A few human-readable lines."""
     def fmt(stat: dict[str, Any]) -> str:
         if stat.get("value") is None:
-            return "-"
+            return f"- ({stat['undefined']})" if stat.get("undefined") else "-"
         ci = stat.get("ci95")
         return f"{stat['value']:.3f} [{ci[0]:.3f}, {ci[1]:.3f}]" if ci else f"{stat['value']:.3f}"
 
