@@ -49,6 +49,7 @@ from offline_eval.retrieval.ir_metrics import METRICS as IR_METRICS
 from offline_eval.retrieval.ir_metrics import Qrels, dedupe, load_qrels, query_metrics
 from offline_eval.retrieval.queries import Query, load_queries
 from offline_eval.retrieval.rerank import SUFFIX as RERANK_SUFFIX
+from offline_eval.thresholds import MIN_PAIRS
 
 M3_NAMES = tuple(r for r in RETRIEVERS if r.startswith("m3-"))
 RAGEVAL_METRICS = ("rageval_recall", "eir")
@@ -439,16 +440,19 @@ def _compare(per_query: list[dict[str, Any]], retrievers: Sequence[str], chunk_s
                     key = f"{metric}@{k}"
                     pairs = [(qa[q][key], qb[q][key]) for q in qa
                              if q in qb and qa[q].get(key) is not None and qb[q].get(key) is not None]
-                    if len(pairs) < 2:
+                    if not pairs:
                         continue
                     xa = [p[0] for p in pairs]
                     xb = [p[1] for p in pairs]
-                    boot = paired_bootstrap(xa, xb)
-                    out.append({"chunk_size": size, "metric": metric, "k": k, "a": a, "b": b,
-                                "mean_a": float(np.mean(xa)), "mean_b": float(np.mean(xb)),
-                                "delta": boot.delta, "ci95_low": boot.ci95[0], "ci95_high": boot.ci95[1],
-                                "p_bootstrap": boot.p_value, "p_randomization": randomization_test(xa, xb),
-                                "n_pairs": boot.n_pairs})
+                    entry = {"chunk_size": size, "metric": metric, "k": k, "a": a, "b": b,
+                             "mean_a": float(np.mean(xa)), "mean_b": float(np.mean(xb)),
+                             "delta": float(np.mean(xb) - np.mean(xa)), "ci95_low": None, "ci95_high": None,
+                             "p_bootstrap": None, "p_randomization": None, "n_pairs": len(pairs)}
+                    if len(pairs) >= MIN_PAIRS:  # fewer: no interval or p-value means anything (thresholds)
+                        boot = paired_bootstrap(xa, xb)
+                        entry.update(ci95_low=boot.ci95[0], ci95_high=boot.ci95[1], p_bootstrap=boot.p_value,
+                                     p_randomization=randomization_test(xa, xb))
+                    out.append(entry)
     return out
 
 
@@ -674,10 +678,16 @@ def format_table(result: BenchResult, primary_k: int | None = None) -> str:
         c_head = ["chunk", "metric", "a", "b", "mean a", "mean b", "b-a", "95% CI", "p boot", "p perm", "n"]
         c_body = [[str(c["chunk_size"]), f"{c['metric']}@{c['k']}", c["a"], c["b"], _fmt(c["mean_a"]),
                    _fmt(c["mean_b"]), f"{c['delta']:+.4f}",
-                   f"[{c['ci95_low']:+.3f}, {c['ci95_high']:+.3f}]", f"{c['p_bootstrap']:.4f}",
-                   f"{c['p_randomization']:.4f}", str(c["n_pairs"])] for c in shown]
+                   "too few" if c["ci95_low"] is None else f"[{c['ci95_low']:+.3f}, {c['ci95_high']:+.3f}]",
+                   _fmt(c["p_bootstrap"]), _fmt(c["p_randomization"]), str(c["n_pairs"])] for c in shown]
         lines += ["", "Paired comparisons (bootstrap interval of b-a; two-sided p-values):",
                   _render(c_head, c_body)]
+        few = sorted({c["n_pairs"] for c in shown if c["ci95_low"] is None})
+        if few:
+            lines.append(f"A comparison on fewer than {MIN_PAIRS} queries (here {', '.join(map(str, few))}) has no "
+                         "interval or p-value: on so few, not even every query moving the same way reaches "
+                         "p < 0.05. Add queries with their relevant documents before choosing a retriever on "
+                         "these deltas.")
     return "\n".join(lines)
 
 

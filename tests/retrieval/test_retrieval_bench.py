@@ -81,7 +81,8 @@ def test_benchmark_end_to_end_and_reuse(tmp_path: Path) -> None:
     assert first_q["retrieved"][0]["doc_id"] == "acme"
     assert len(first_q["retrieved"]) == 3 and "score" in first_q["retrieved"][0]
     assert {c["metric"] for c in result.comparisons} == {"rageval_recall", "eir", "recall", "ndcg"}
-    assert all(0.0 < c["p_randomization"] <= 1.0 for c in result.comparisons)
+    # four queries: a delta, but no interval or p-value (test_too_few_queries_give_no_interval below)
+    assert all(c["n_pairs"] <= 4 and c["p_randomization"] is None for c in result.comparisons)
 
     files = {k: Path(v) for k, v in result.files.items() if k != "answer"}
     assert all(p.exists() for p in files.values())
@@ -113,6 +114,31 @@ def test_benchmark_end_to_end_and_reuse(tmp_path: Path) -> None:
         assert row["ndcg"] == old[(row["retriever"], row["chunk_size"], row["k"])]["ndcg"]
     table = format_table(again, 2)
     assert "rageval_recall" in table and "hybrid" in table and "p perm" in table
+
+
+def test_too_few_queries_give_no_interval_and_enough_give_one(tmp_path: Path) -> None:
+    """Below MIN_PAIRS queries a bootstrap interval is as narrow as the few queries' spread and its p-value
+    sits at its floor: a comparison shows its delta, says it is too few, and tells what to do."""
+    from offline_eval.thresholds import MIN_PAIRS
+
+    corpus, queries, qrels = _write(tmp_path)
+    config = BenchConfig(corpus=corpus, queries=queries, qrels=qrels, output=tmp_path / "few",
+                         retrievers=("bm25", "dense"), top_k=(1,), chunk_sizes=(40,), show_progress=False)
+    few = run_benchmark(config, encoder=HashingEncoder())
+    assert few.comparisons and all(c["n_pairs"] < MIN_PAIRS and c["ci95_low"] is None and c["p_bootstrap"] is None
+                                   for c in few.comparisons)
+    assert all(c["delta"] == pytest.approx(c["mean_b"] - c["mean_a"]) for c in few.comparisons)
+    table = format_table(few, 1)
+    assert "too few" in table and f"A comparison on fewer than {MIN_PAIRS} queries (here 4) has no interval" in table
+
+    more = [*QUERIES, *({**q, "id": q["id"] + "-again"} for q in QUERIES)]  # eight queries
+    queries.write_text("\n".join(json.dumps(q) for q in more), encoding="utf-8")
+    qrels.write_text(qrels.read_text() + "".join(f"{line.split()[0]}-again {' '.join(line.split()[1:])}\n"
+                                                 for line in qrels.read_text().splitlines()), encoding="utf-8")
+    enough = run_benchmark(BenchConfig(**{**config.__dict__, "output": tmp_path / "enough"}), encoder=HashingEncoder())
+    assert enough.comparisons and all(c["n_pairs"] == 8 and c["ci95_low"] <= c["delta"] <= c["ci95_high"]
+                                      and 0.0 < c["p_randomization"] <= 1.0 for c in enough.comparisons)
+    assert "too few" not in format_table(enough, 1)
 
 
 def test_benchmark_needs_something_to_score(tmp_path: Path) -> None:
