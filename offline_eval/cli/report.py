@@ -111,7 +111,7 @@ def register(subparsers: Any) -> None:
                    help="directory for compare.html (default: RUN_B)")
     c.add_argument("--by", choices=("sample", "conversation"), default="sample",
                    help="pair samples by id (default), or conversations by conversation_id, comparing each "
-                        "metric's conversation means (the mean over a conversation's turns)")
+                        "metric's conversation means (each over the conversation's turns both runs scored)")
     c.add_argument("--fail-on-regression", action="store_true",
                    help="exit 1 when any metric is significantly worse in RUN_B "
                         "(p < 0.05 and the 95%% interval entirely on the bad side of zero), or when a metric's "
@@ -119,8 +119,9 @@ def register(subparsers: Any) -> None:
                         "exit 2 when the runs share no metric or no sample, one has not finished, or a metric "
                         f"has fewer than {MIN_PAIRS} pairs")
     c.add_argument("--max-unscored", type=unscored_share, metavar="SHARE",
-                   help="with --fail-on-regression: the share of the samples either run scored that may be "
-                        "unscored in, or missing from, the other before a metric's gate fails "
+                   help="with --fail-on-regression: the share of the samples (with --by conversation, the "
+                        "turns) either run scored that may be unscored in, or missing from, the other before a "
+                        "metric's gate fails "
                         f"(default {DEFAULT_MAX_UNSCORED:g})")
     c.set_defaults(func=cmd_compare)
 

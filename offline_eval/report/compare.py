@@ -10,14 +10,18 @@ verdict; above it the p-value is never below ``2 / 2**n``, the least the exact s
 pairs (:func:`~offline_eval.stats.paired_bootstrap`).
 
 ``by="conversation"`` pairs conversations instead (by ``conversation_id``) and compares each metric's
-conversation means as each run's summary gives them (the mean over the conversation's scored turns),
-so a chat assistant is judged conversation by conversation, each counting once however many turns it
-has; the bootstrap resamples conversations.
+conversation means, so a chat assistant is judged conversation by conversation, each counting once however
+many turns it has; the bootstrap resamples conversations. A conversation's mean in A and in B is over the
+turns both runs scored (paired by sample id): a mean over three turns against a mean over one would
+compare different questions. Its turns scored in one run only are what the gate counts against
+``max_unscored``, as samples are by sample, so a run that scored a third of each conversation's turns
+does not pass on that third.
 
 A regression gate must be able to fail: :func:`gate_refusals` says why two runs cannot be gated on (one
 has not finished, they share no metric, no sample, no pair), and :func:`gate_failures` fails a metric
-whose pairs are too few: of the samples either run scored, more than ``max_unscored`` (the
-``--fail-under`` limit) left unscored by the other run or missing from the candidate (B). A sample the
+whose pairs are too few: of the samples (comparing by conversation: the turns) either run scored, more
+than ``max_unscored`` (the ``--fail-under`` limit) left unscored by the other run or missing from the
+candidate (B). A sample the
 candidate lacks counts as one it left unscored, so a candidate that lost rows (run with ``--limit``, cut
 short) does not pass on the rows it kept; a sample only the candidate has is new, and not counted. :func:`gate_too_few` names the metrics that do not fail so but rest on fewer than
 ``MIN_PAIRS`` pairs, which cannot be gated on. :func:`gate_lines` says on how many pairs each metric rests.
@@ -30,7 +34,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Mapping
 
-from offline_eval.records import finite
 from offline_eval.report._run import RunData, e, load_run, lower_is_better, partial_notes, text_of
 from offline_eval.text import counted
 from offline_eval.thresholds import DEFAULT_MAX_UNSCORED, MIN_PAIRS
@@ -75,8 +78,10 @@ class MetricComparison:
     lower_is_better: bool = False
     most_regressed: list[SampleDelta] = field(default_factory=list)
     alpha: float = ALPHA
-    n_either: int = 0  # units either run scored: the pairs, those the other run left unscored, those B lacks
-    missing_in_b: int = 0  # units A scored that B does not have
+    # What the gate counts: samples, or comparing by conversation the turns of the conversations A has.
+    n_either: int = 0  # scored in either run: those scored in both, those the other left unscored, those B lacks
+    missing_in_b: int = 0  # scored in A, and B does not have them
+    n_both: int = 0  # scored in both runs: the pairs' samples, or the turns the paired conversations' means are over
 
     @property
     def too_few(self) -> bool:
@@ -85,8 +90,8 @@ class MetricComparison:
 
     @property
     def unscored_in_other(self) -> int:
-        """Units both runs have that one of them scored and the other left unscored."""
-        return self.n_either - self.n_pairs - self.missing_in_b
+        """Samples (turns) both runs have that one of them scored and the other left unscored."""
+        return self.n_either - self.n_both - self.missing_in_b
 
     @property
     def significant(self) -> bool:
@@ -141,18 +146,30 @@ class Comparison:
         raise KeyError(name)
 
     @property
+    def part(self) -> str:
+        """What the gate counts: a sample, or comparing by conversation a conversation's turn."""
+        return "sample" if self.unit == "sample" else "turn"
+
+    @property
     def regressions(self) -> list[MetricComparison]:
         return [m for m in self.metrics if m.regressed]
 
 
 @dataclass(frozen=True)
 class _Unit:
-    """What compare pairs, a sample or a conversation: its value per metric (None: unscored) and the texts
-    shown beside a change (a conversation's: its first question)."""
+    """What compare pairs, a sample or a conversation: a sample's value per metric (None: unscored), or a
+    conversation's turns by sample id with theirs, and the texts shown beside a change (a conversation's:
+    its first question)."""
 
     values: dict[str, float | None]
+    turns: dict[str, dict[str, float | None]] | None = None
     question: str = ""
     answer: str = ""
+
+    def parts(self, key: str) -> dict[str, dict[str, float | None]]:
+        """The values per metric of what the unit's means are over, by sample id: a sample is its own one
+        part (made when asked: a run of many samples then holds no dict more per row)."""
+        return self.turns if self.turns is not None else {key: self.values}
 
 
 def _samples(data: RunData, metrics: list[str]) -> dict[str, _Unit]:
@@ -160,28 +177,27 @@ def _samples(data: RunData, metrics: list[str]) -> dict[str, _Unit]:
     out: dict[str, _Unit] = {}
     for rec in data.results:
         if rec.id not in out:
-            out[rec.id] = _Unit({m: rec.value(m) for m in metrics}, text_of(rec.sample.get("question")),
-                                text_of(rec.sample.get("answer")))
+            out[rec.id] = _Unit({m: rec.value(m) for m in metrics}, question=text_of(rec.sample.get("question")),
+                                answer=text_of(rec.sample.get("answer")))
     return out
 
 
 def _conversations(data: RunData, metrics: list[str]) -> dict[str, _Unit]:
-    """Conversations by id, each metric's value the conversation's mean in the run's summary; a run
-    without conversations raises ValueError (one line)."""
+    """Conversations by id as the run's summary groups them, each with its turns' values from the run's
+    rows; a run without conversations raises ValueError (one line)."""
     section = data.summary.conversations
     found = section.get("by_conversation") if isinstance(section, Mapping) else None
     if not isinstance(found, Mapping) or not found:
         raise ValueError(f"{data.path}: no conversations to compare (no sample of this run names a "
                          "conversation_id); compare it by sample, without --by conversation")
-    questions = {rec.id: text_of(rec.sample.get("question")) for rec in reversed(data.results)}
+    rows = _samples(data, metrics)
     out = {}
     for cid, entry in found.items():
         entry = entry if isinstance(entry, Mapping) else {}
-        scores = entry.get("metrics") if isinstance(entry.get("metrics"), Mapping) else {}
-        turns = entry.get("turns") if isinstance(entry.get("turns"), list) else []
-        values = {m: finite(scores[m].get("mean")) if isinstance(scores.get(m), Mapping) else None for m in metrics}
-        first = questions.get(text_of(turns[0]), "") if turns else ""
-        out[text_of(cid)] = _Unit(values, f"({len(turns)} turns) {first}" if turns else first)
+        turns = [text_of(t) for t in entry.get("turns")] if isinstance(entry.get("turns"), list) else []
+        first = rows[turns[0]].question if turns and turns[0] in rows else ""
+        out[text_of(cid)] = _Unit({}, {t: rows[t].values for t in turns if t in rows},
+                                  question=f"({len(turns)} turns) {first}" if turns else first)
     return out
 
 
@@ -218,23 +234,35 @@ def compare_runs(run_a: str | Path | RunData, run_b: str | Path | RunData, *, al
 
 def _compare_metric(m: str, ia: dict[str, _Unit], ib: dict[str, _Unit], common: list[str], lib: bool,
                     alpha: float, top: int) -> MetricComparison:
-    """One metric's paired comparison over the units scored in both runs; ``n_either`` also counts the
-    units one run scored that the other lacks, which a gate holds against the run that lacks them."""
+    """One metric's paired comparison over the units scored in both runs, each unit's value in either run
+    the mean over its parts both scored; ``n_either`` also counts the parts one run scored that the other
+    left unscored or lacks, which a gate holds against the run that lacks them."""
     from offline_eval.stats import paired_bootstrap
 
     pairs: list[SampleDelta] = []
-    either = 0
+    either = both = missing_in_b = 0
     for key in common:
         ua, ub = ia[key], ib[key]
-        va, vb = ua.values[m], ub.values[m]
-        either += va is not None or vb is not None
-        if va is None or vb is None:
-            continue
-        pairs.append(SampleDelta(key, va, vb, ub.question or ua.question, ua.answer, ub.answer))
+        parts_b = ub.parts(key)
+        scored: list[tuple[float, float]] = []
+        for part, values in ua.parts(key).items():
+            va, vb = values[m], parts_b[part][m] if part in parts_b else None
+            if part not in parts_b:
+                missing_in_b += va is not None
+            elif va is not None and vb is not None:
+                scored.append((va, vb))
+            else:
+                either += va is not None or vb is not None
+        if scored:
+            pairs.append(SampleDelta(key, sum(a for a, _ in scored) / len(scored),
+                                     sum(b for _, b in scored) / len(scored), ub.question or ua.question,
+                                     ua.answer, ub.answer))
+            both += len(scored)
     # a candidate (B) that lacks rows the baseline scored has lost them; rows only B has (a dataset that
     # grew) are new, not a regression, and stay out of the gate's count
-    missing_in_b = sum(1 for key, unit in ia.items() if key not in ib and unit.values[m] is not None)
-    either += missing_in_b
+    missing_in_b += sum(1 for key, unit in ia.items() if key not in ib for values in unit.parts(key).values()
+                        if values[m] is not None)
+    either += both + missing_in_b
     if not pairs:
         return MetricComparison(m, 0, None, None, None, None, None, lib, [], alpha, either, missing_in_b)
     worse = [p for p in pairs if (p.delta > 0 if lib else p.delta < 0)]
@@ -243,11 +271,11 @@ def _compare_metric(m: str, ia: dict[str, _Unit], ib: dict[str, _Unit], common: 
     if len(pairs) < MIN_PAIRS:  # a delta, but no interval or p-value to act on
         delta = sum(p.delta for p in pairs) / len(pairs)
         return MetricComparison(m, len(pairs), mean_a, mean_b, delta, None, None, lib, worse[:top], alpha, either,
-                                missing_in_b)
+                                missing_in_b, both)
     result = paired_bootstrap([p.a for p in pairs], [p.b for p in pairs])
     return MetricComparison(
         m, result.n_pairs, mean_a, mean_b, result.delta, (float(result.ci95[0]), float(result.ci95[1])),
-        float(result.p_value), lib, worse[:top], alpha, either, missing_in_b)
+        float(result.p_value), lib, worse[:top], alpha, either, missing_in_b, both)
 
 
 def _num(v: float | None, digits: int = 3, sign: bool = False) -> str:
@@ -314,21 +342,36 @@ def _unpaired(m: MetricComparison) -> str:
 
 
 def _fails_unscored(m: MetricComparison, max_unscored: float) -> bool:
-    return m.n_either - m.n_pairs > max_unscored * m.n_either
+    return m.n_either - m.n_both > max_unscored * m.n_either
+
+
+def _pairs(m: MetricComparison, comparison: Comparison) -> str:
+    """What a metric's change rests on: "7 pairs", or "8 conversations paired on 8 turns"."""
+    if comparison.unit == "sample":
+        return counted(m.n_pairs, "pair")
+    return f"{counted(m.n_pairs, comparison.unit)} paired on {counted(m.n_both, comparison.part)}"
+
+
+def _rests_on(m: MetricComparison, comparison: Comparison) -> str:
+    """That, of what either run scored: "7 pairs of the 11 samples scored in A or B", "8 conversations
+    paired on 8 turns of the 24 scored in A or B"."""
+    either = counted(m.n_either, "sample") if comparison.unit == "sample" else str(m.n_either)
+    return f"{_pairs(m, comparison)} of the {either} scored in A or B"
 
 
 def gate_failures(comparison: Comparison, max_unscored: float = DEFAULT_MAX_UNSCORED) -> list[str]:
-    """One line per metric whose pairs are too few to gate on: of the units either run scored, more than
-    ``max_unscored`` left unscored by the other run or missing from the candidate (a run that stops
-    scoring a metric, or lost rows, must not pass because its change is measured on what is left)."""
-    lines = []
+    """One line per metric whose pairs are too few to gate on: of the samples (turns) either run scored,
+    more than ``max_unscored`` left unscored by the other run or missing from the candidate (a run that
+    stops scoring a metric, or lost rows, must not pass because its change is measured on what is left)."""
+    lines, part = [], comparison.part
     for m in comparison.metrics:
         if _fails_unscored(m, max_unscored):
-            missing = m.n_either - m.n_pairs
-            lines.append(f"{m.name}: {missing} of the {counted(m.n_either, comparison.unit)} scored in A or B are not "
+            missing = m.n_either - m.n_both
+            lines.append(f"{m.name}: {missing} of the {counted(m.n_either, part)} scored in A or B are not "
                          f"paired ({_unpaired(m)}; {100 * missing / m.n_either:.0f}%), more than "
-                         f"the {max_unscored * 100:g}% --max-unscored allows: its change rests on {counted(m.n_pairs, 'pair')}; "
-                         "score the same samples in both runs and see why any went unscored, or pass a higher "
+                         f"the {max_unscored * 100:g}% --max-unscored allows: its change rests on "
+                         f"{_pairs(m, comparison)}; "
+                         f"score the same {part}s in both runs and see why any went unscored, or pass a higher "
                          "--max-unscored")
     return lines
 
@@ -336,10 +379,9 @@ def gate_failures(comparison: Comparison, max_unscored: float = DEFAULT_MAX_UNSC
 def gate_too_few(comparison: Comparison, max_unscored: float = DEFAULT_MAX_UNSCORED) -> list[str]:
     """One line per metric a gate cannot rest on because it has fewer than ``MIN_PAIRS`` pairs (and does
     not already fail :func:`gate_failures`): neither passing nor failing it would mean anything."""
-    unit = comparison.unit
-    return [f"{m.name}: {counted(m.n_pairs, 'pair')} of the {counted(m.n_either, unit)} scored in A or B, too few for an interval "
+    return [f"{m.name}: {_rests_on(m, comparison)}, too few for an interval "
             f"(needs at least {MIN_PAIRS}: on fewer, not even every pair moving the same way reaches p < 0.05): "
-            f"nothing to gate on; score more {unit}s in both runs"
+            f"nothing to gate on; score more {comparison.unit}s in both runs"
             for m in comparison.metrics if m.too_few and not _fails_unscored(m, max_unscored)]
 
 
@@ -352,9 +394,8 @@ def gate_lines(comparison: Comparison, max_unscored: float = DEFAULT_MAX_UNSCORE
             lines.append(f"{m.name}: scored in neither run on the {counted(comparison.n_common, comparison.unit)} both have: "
                          "not gated")
             continue
-        missing = m.n_either - m.n_pairs
-        lines.append(f"{m.name}: delta {_num(m.delta, sign=True)} over {counted(m.n_pairs, 'pair')} of the "
-                     f"{counted(m.n_either, comparison.unit)} scored in A or B ({_unpaired(m)}, "
+        missing = m.n_either - m.n_both
+        lines.append(f"{m.name}: delta {_num(m.delta, sign=True)} over {_rests_on(m, comparison)} ({_unpaired(m)}, "
                      f"{100 * missing / m.n_either:.0f}%; at most {max_unscored * 100:g}% allowed, --max-unscored)")
     return lines
 
@@ -372,7 +413,7 @@ def _notes(comparison: Comparison) -> list[str]:
     notes = [f"A: {comparison.run_a}", f"B: {comparison.run_b}",
              f"{counted(comparison.n_common, 'sample')} paired by id" if comparison.unit == "sample" else
              f"{comparison.n_common} conversations paired by conversation id, each metric on the conversations' "
-             "means over their turns"]
+             "means over the turns both runs scored"]
     if comparison.starter:
         notes.append(f"starter profile ({' and '.join(comparison.starter)}): these scores only show that the "
                      "pipeline runs; do not use them to judge a system")

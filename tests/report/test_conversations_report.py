@@ -279,6 +279,68 @@ def test_cli_compare_by_conversation_gates_and_refuses_a_run_without_conversatio
     assert len(err.splitlines()) == 1 and "plain: no conversations to compare" in err and "Traceback" not in err
 
 
+def _thirds_runs(root: Path, *, b_turns: str) -> tuple[Path, Path]:
+    """8 conversations of 3 turns: in A every turn scored, the first well and the others badly; in B the
+    same scores on the first turn of each, and its other turns unscored (``b_turns="unscored"``) or left
+    out (``"missing"``)."""
+    samples_a, scores_a, samples_b, scores_b = [], [], [], []
+    for k in range(8):
+        rows = _turn_rows(f"c{k}", f"c{k}", [f"Question {n} of chat {k}?" for n in range(3)],
+                          [f"Answer {n} of chat {k}." for n in range(3)])
+        for n, row in enumerate(rows):
+            score = {m: round(0.9 - 0.01 * k, 4) if n == 0 else 0.1 for m in METRICS}
+            samples_a.append(row)
+            scores_a.append(score)
+            if n == 0 or b_turns == "unscored":
+                samples_b.append(row)
+                scores_b.append(score if n == 0 else {m: None for m in METRICS})
+    return (_write_run(root / "a", samples_a, scores_a, True), _write_run(root / "b", samples_b, scores_b, True))
+
+
+@pytest.mark.parametrize("b_turns", ["unscored", "missing"])
+def test_compare_by_conversation_pairs_means_over_the_same_turns_and_gates_on_turns(tmp_path: Path, capsys,
+                                                                                   b_turns: str) -> None:
+    a, b = _thirds_runs(tmp_path, b_turns=b_turns)
+    faith = compare_runs(a, b, by="conversation").metric("faithfulness")
+    # each conversation's mean in A is over its first turn, the one B scored, not over all three
+    assert faith.n_pairs == 8 and faith.delta == pytest.approx(0.0) and faith.mean_a == faith.mean_b
+    assert (faith.n_both, faith.n_either) == (8, 24)
+    assert (faith.missing_in_b, faith.unscored_in_other) == ((0, 16) if b_turns == "unscored" else (16, 0))
+    why = "16 unscored in the other" if b_turns == "unscored" else "16 missing from B"
+    out = str(tmp_path / "cmp")
+    assert report_main(["compare", str(a), str(b), "--by", "conversation", "--fail-on-regression", "-o", out]) == 1
+    captured = capsys.readouterr()
+    assert (f"gate: faithfulness: delta +0.000 over 8 conversations paired on 8 turns of the 24 scored in A or B "
+            f"({why}, 67%; at most 10% allowed, --max-unscored)") in captured.out
+    failed = [line for line in captured.err.splitlines() if line.startswith("GATE FAILED: faithfulness")]
+    assert failed == [f"GATE FAILED: faithfulness: 16 of the 24 turns scored in A or B are not paired ({why}; 67%), "
+                      "more than the 10% --max-unscored allows: its change rests on 8 conversations paired on 8 "
+                      "turns; score the same turns in both runs and see why any went unscored, or pass a higher "
+                      "--max-unscored"]
+    assert "REGRESSION" not in captured.err and "improved" not in captured.out
+    # the other way round the candidate scored turns the baseline left unscored: that fails too, as by
+    # sample; turns only the candidate has are new ones (a dataset that grew) and are not counted
+    code = report_main(["compare", str(b), str(a), "--by", "conversation", "--fail-on-regression", "-o", out])
+    assert code == (1 if b_turns == "unscored" else 0) and "REGRESSION" not in capsys.readouterr().err
+    assert report_main(["compare", str(a), str(b), "--by", "conversation", "--fail-on-regression", "-o", out,
+                        "--max-unscored", "0.7"]) == 0
+
+
+def test_compare_by_conversation_on_the_same_turns_rests_on_all_of_them(tmp_path: Path, capsys) -> None:
+    a = build_chat_run(tmp_path, name="a", n_conversations=14)
+    b = build_chat_run(tmp_path, name="b", n_conversations=14, shift={"answer_relevancy": 0.01})
+    comparison = compare_runs(a, b, by="conversation")
+    relevancy = comparison.metric("answer_relevancy")  # c0's second turn unscored in both: it is in neither mean
+    assert relevancy.n_pairs == 14 and relevancy.n_both == relevancy.n_either == 35
+    by_b = json.loads((b / "summary.json").read_text(encoding="utf-8"))["conversations"]["by_conversation"]
+    assert relevancy.mean_b == pytest.approx(sum(c["metrics"]["answer_relevancy"]["mean"] for c in by_b.values()) / 14)
+    assert report_main(["compare", str(a), str(b), "--by", "conversation", "--fail-on-regression", "-o",
+                        str(tmp_path / "cmp")]) == 0
+    out = capsys.readouterr().out
+    assert (f"gate: answer_relevancy: delta {relevancy.delta:+.3f} over 14 conversations paired on 35 turns of the 35 "
+            "scored in A or B (0 unscored in the other, 0%; at most 10% allowed, --max-unscored)") in out
+
+
 # ----------------------------------------------------------------------------- in a real browser
 
 needs_browser = pytest.mark.skipif(CHROMIUM is None or sync_playwright is None,
