@@ -104,10 +104,13 @@ def terms(text: str) -> set[str]:
 
 def unused(evidence: Sequence[Sentence], written: str, ignore: str = "") -> int:
     """How many evidence sentences share no content term with ``written`` (a question and its
-    answer). Terms of ``ignore`` (the documents' subjects, named everywhere) and numbers of one or
-    two digits (days, small counts: they match by chance) do not count."""
-    seen = {t for t in terms(written) - terms(ignore) if not (t.isdigit() and len(t) <= 2)}
-    return sum(1 for s in evidence if not (terms(s.text) & seen))
+    answer). Numbers of one or two digits (days, small counts) match by chance and never count.
+    Terms of ``ignore`` (the documents' subjects, named everywhere) count only in a sentence that has
+    no other terms: a document without a title takes its first line as its subject, and a question
+    about that line can only use its words."""
+    named = terms(ignore)
+    seen = {t for t in terms(written) if not (t.isdigit() and len(t) <= 2)}
+    return sum(1 for s in evidence if not (((terms(s.text) - named) or terms(s.text)) & seen))
 
 
 def copies(evidence: Sequence[Sentence], question: str, share: float = 0.8) -> bool:

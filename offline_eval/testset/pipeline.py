@@ -7,8 +7,9 @@ questions). Every task walks the same stages, so the engine batches each stage a
    (:mod:`offline_eval.testset.evidence`); they are spans of the document, hence verbatim;
 2. question and answer: the judge turns the numbered evidence sentences into one question of the
    type and its answer, as flat JSON (``{"question": ..., "answer": ...}``), after one worked example;
-   an unusable answer (unreadable, empty, in the wrong language, a copied sentence) is rejected with
-   its reason and raw text, and the slot tries again on other evidence (``attempts`` in all);
+   an unusable answer (unreadable, empty, in the wrong language, a copied sentence, an answer that
+   ignores one of its sentences, a question already written for another slot) is rejected with its
+   reason and raw text, and the slot tries again on other evidence (``attempts`` in all);
 3. references: the evidence sentences, checked once more to occur verbatim in their document;
 4. key points of the answer (the answer itself when the judge's key points are unreadable).
 
@@ -52,6 +53,7 @@ from offline_eval.text import detect_language, normalize_language
 PAIR_TYPES = frozenset({"multi_doc"})  # need two documents
 PAIR_PREFERRED = frozenset({"numeric", "temporal"})  # across two documents of the same kind when there are
 _CJK = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]")
+_PUNCTUATION = re.compile(r"[^\w\s]|_")
 _TITLE_FIELDS = ("title", "name", "company_name", "court_name", "hospital_patient_name", "subject")
 
 
@@ -240,11 +242,22 @@ def show_evidence(evidence: Sequence[Sentence], docs: Sequence[SourceDoc]) -> tu
     return subject, "\n".join(lines)
 
 
-class SlotTask:
-    """The generator of one slot; returns a Score whose metadata holds its row, drops and rejections."""
+def asked(question: str) -> str:
+    """What makes two questions the same: their words, whatever their case, spacing and punctuation."""
+    return normalise_space(_PUNCTUATION.sub(" ", question)).casefold()
 
-    def __init__(self, slot: Slot, options: GenerateOptions, settings: EvalSettings) -> None:
+
+class SlotTask:
+    """The generator of one slot; returns a Score whose metadata holds its row, drops and rejections.
+
+    ``written`` (shared by the slots of one run) holds the :func:`asked` form of every question
+    accepted so far: a judge that writes the same question from other sentences gives a test set that
+    asks one thing several times, so a repeat is rejected and the slot tries other evidence."""
+
+    def __init__(self, slot: Slot, options: GenerateOptions, settings: EvalSettings,
+                 written: set[str] | None = None) -> None:
         self.slot, self.options, self.settings = slot, options, settings
+        self.written = set() if written is None else written
         self.drops: Counter = Counter()
         self.rejected: list[dict[str, Any]] = []
 
@@ -277,6 +290,8 @@ class SlotTask:
         else:
             self.drops["question_given_up"] += 1
             return self._done(None)
+        # claimed before the next stage, so a slot of the same stage cannot write it again
+        self.written.add(asked(question))
 
         doc_ids = [slot.docs[d].id for d in sorted({s.doc for s in evidence})] if slot.qtype != "unanswerable" \
             else [d.id for d in slot.docs]
@@ -286,6 +301,7 @@ class SlotTask:
         references = self._verbatim(evidence)
         if not references:
             self.drops["no_verbatim_reference"] += 1
+            self.written.discard(asked(question))
             return self._done(None)
 
         keypoints = yield from self._keypoints(question, answer, evidence)
@@ -327,12 +343,16 @@ class SlotTask:
         if copies(evidence, question) or \
                 any(len(question) >= 20 and question in normalise_space(d.text) for d in self.slot.docs):
             return "", "", "question_copies_document"
-        if len(evidence) > 1:
-            # a multi-sentence type must use its sentences: all of two, two of three or four
-            allowed = 0 if len(evidence) == 2 else len(evidence) - 2
+        if self.slot.qtype != "unanswerable":
+            # an answer about other matters than its sentences is not supported by its references: all
+            # of one or two sentences must be used, two of three or four (an unanswerable question is
+            # meant to be left unanswered by its sentence)
+            allowed = 0 if len(evidence) <= 2 else len(evidence) - 2
             subjects = " ".join(d.subject for d in self.slot.docs)
             if unused(evidence, f"{question} {answer}", subjects) > allowed:
                 return "", "", "evidence_unused"
+        if asked(question) in self.written:
+            return "", "", "duplicate_question"
         return question, answer, None
 
     def _reject(self, stage: str, reason: str, problem: str | None, raws: Sequence[str], attempt: int,
@@ -451,7 +471,7 @@ def generate_testset(docs: Sequence[SourceDoc], engine: Engine, options: Generat
         on_plan(len(slots))
     rows: list[dict[str, Any]] = []
     rejected: list[dict[str, Any]] = []
-    seen_ids: set[str] = set()
+    written: set[str] = set()
 
     def done(task: Task) -> None:
         result = as_score(task.result)
@@ -461,17 +481,13 @@ def generate_testset(docs: Sequence[SourceDoc], engine: Engine, options: Generat
             drops.update(result.metadata.get("drops", {}))
             rejected.extend(result.metadata.get("rejected", []))
             for row in result.metadata.get("rows", []):
-                if row["id"] in seen_ids:
-                    drops["duplicate_question"] += 1
-                    continue
-                seen_ids.add(row["id"])
                 rows.append(row)
                 if on_row:
                     on_row(row)
         if on_task:
             on_task()
 
-    engine.run([Task(key=i, generator=SlotTask(slot, options, settings).run())
+    engine.run([Task(key=i, generator=SlotTask(slot, options, settings, written).run())
                 for i, slot in enumerate(slots)], on_done=done)
     return GenerationResult(rows, drops, messages, list(docs), engine.stats.to_dict(), rejected)
 

@@ -79,8 +79,9 @@ def scripted_respond(fail_once: set[str] | None = None):
         if qtype == "unanswerable":
             return json.dumps({"question": "How many employees did the company have in 1990?"})
         first_words = " ".join(sentences[0].split()[:3])
+        # the type in the question: types that share their first sentence do not ask the same question
         return json.dumps({"answer": " ".join(sentences),
-                           "question": f"What does the document report about {first_words}?"})
+                           "question": f"What does the document report about {first_words} ({qtype})?"})
     return respond
 
 
@@ -268,6 +269,78 @@ def test_unusable_answers_are_rejected_with_their_reason():
     assert any(r["stage"] == "keypoints" and r["raw"][0] == "no key points today" for r in result.rejected)
 
 
+def test_an_answer_must_use_its_one_evidence_sentence():
+    # about other matters than any sentence: once the factual types had one sentence and went unchecked
+    off_topic = ScriptedJudge(script={"generate": [{"match": "", "response": json.dumps(
+        {"answer": "Staff are paid in full when the office closes.",
+         "question": "What is paid when the office closes?"})}]})
+    result = generate_testset(DOCS, Engine(models(off_topic)), GenerateOptions(n=2, types=("factual",)))
+    assert result.rows == [] and result.drops["evidence_unused"] == 6 and result.drops["question_given_up"] == 2
+    assert all(r["reason"] == "evidence_unused" and len(r["evidence"]) == 1 for r in result.rejected)
+    # a fitting answer passes, also on a document's first line, which is its subject when it has no title
+    [line] = evidence.sentences("Acme Corp was founded in 2001 in Berlin.")
+    assert evidence.unused([line], "Where was Acme Corp founded? In Berlin.", line.text) == 0
+    assert evidence.unused([line], "Where is the office? In Paris.", line.text) == 1
+    untitled = SourceDoc("acme", ACME, "en")
+
+    def fitting(text: str) -> str:
+        request = _last_user(text)
+        if "list the key points" in request:
+            return json.dumps({"keypoints": ["A point."]})
+        words = _evidence(request)[0].split()
+        return json.dumps({"answer": " ".join(words[-3:]), "question": f"What is said of {' '.join(words[:4])}?"})
+    # seven questions: every factual sentence of the document once, its first line among them
+    result = generate_testset([untitled], Engine(models(ScriptedJudge(script={"generate": [
+        {"match": "", "response": fitting}]}))), GenerateOptions(n=7, types=("factual",)))
+    assert len(result.rows) == 7 and not result.drops
+    assert ["Acme Corp was founded in 2001 in Berlin."] in [r["reference_contexts"] for r in result.rows]
+
+
+THREE = [SourceDoc(f"policy-{i}", f"Policy {i} covers travel claims in {city}. Travel claims filed after 30 days "
+                   f"are refused by the {city} office. Meals on trips are paid up to {20 + i} euros a day.",
+                   "en", title=f"Policy {i}")
+         for i, city in enumerate(("Paris", "Rome", "Oslo"))]
+
+
+def test_a_question_already_written_is_rejected_and_retried():
+    asked = iter(["What happens to late travel claims?", "what happens to LATE travel  claims",
+                  "What happens to late travel-claims ?"] * 20)
+
+    def respond(text: str) -> str:
+        request = _last_user(text)
+        if "list the key points" in request:
+            return json.dumps({"keypoints": ["They are refused."]})
+        return json.dumps({"answer": " ".join(_evidence(request)), "question": next(asked)})
+    result = generate_testset(THREE, Engine(models(ScriptedJudge(script={"generate": [
+        {"match": "", "response": respond}]}))), GenerateOptions(n=6, types=("factual", "multi_doc")))
+    [row] = result.rows  # case, spacing and punctuation aside, every question is the first one again
+    assert result.drops["duplicate_question"] == 15 and result.drops["question_given_up"] == 5
+    repeats = [r for r in result.rejected if r["reason"] == "duplicate_question"]
+    assert len(repeats) == 15 and {r["attempt"] for r in repeats} == {1, 2, 3}
+    assert all(json.loads(r["raw"][0])["question"] for r in repeats)
+
+
+def test_cli_generate_reports_repeated_questions(tmp_path: Path, capsys: pytest.CaptureFixture):
+    docs = tmp_path / "docs3.jsonl"
+    docs.write_text("".join(json.dumps({"id": d.id, "text": d.text, "title": d.title}) + "\n" for d in THREE),
+                    encoding="utf-8")
+    # one answer for every prompt, fitting every sentence that names travel claims
+    same = json.dumps({"answer": "Late travel claims are refused.", "question": "What happens to late travel claims?"})
+    (tmp_path / "script.json").write_text(json.dumps({"generate": [
+        {"match": "list the key points", "response": json.dumps({"keypoints": ["They are refused."]})},
+        {"match": "", "response": same}]}), encoding="utf-8")
+    out = tmp_path / "gen" / "b.jsonl"
+    assert main(["generate", "--docs", str(docs), "--out", str(out), "--n", "6", "--types", "factual,multi_doc",
+                 "--judge-backend", "scripted", "--judge", str(tmp_path / "script.json"), "--no-cache",
+                 "--quiet"]) == 0
+    report = capsys.readouterr().out
+    assert "wrote 1 of 6 requested rows" in report and "duplicate_question=" in report
+    [row] = [json.loads(line) for line in out.read_text(encoding="utf-8").splitlines()]
+    assert row["question"] == "What happens to late travel claims?"
+    rejected = [json.loads(line) for line in (tmp_path / "gen" / "b.rejected.jsonl").read_text().splitlines()]
+    assert "duplicate_question" in {r["reason"] for r in rejected}
+
+
 def test_synthesized_documents_are_used_as_the_corpus():
     doc_text = ("Orion Ltd was founded in 2016 in Porto. In April 2019 Orion bought Vega SA for 45 million euros. "
                 "Orion's revenue in 2021 was 210 million euros. ") * 2
@@ -330,9 +403,10 @@ def _write_docs(folder: Path) -> None:
 def test_cli_generate_writes_rows_and_rejections(tmp_path: Path, capsys: pytest.CaptureFixture):
     _write_docs(tmp_path / "docs")
     script = {"generate": [
-        {"match": "list the key points", "response": json.dumps({"keypoints": ["Acme was founded in Berlin."]})},
+        {"match": "list the key points", "response": json.dumps({"keypoints": ["Revenue was 500 million euros."]})},
+        # written for the sentence the factual question is first given: "Acme's revenue in 2020 was ..."
         {"match": "Write one factual question", "response": json.dumps(
-            {"answer": "Berlin", "question": "In which city is the company based?"})},
+            {"answer": "500 million euros", "question": "What was the company's revenue in 2020?"})},
         # never usable: the multi-document question is given up after its attempts
         {"match": "two different documents", "response": json.dumps({"answer": "", "question": "Which?"})},
         {"match": "does NOT answer", "response": json.dumps({"question": "What was Acme's revenue in 1990?"})},
@@ -353,11 +427,11 @@ def test_cli_generate_writes_rows_and_rejections(tmp_path: Path, capsys: pytest.
     samples = read_dataset(out)
     assert {s.extra["query_type"] for s in samples} == {"factual", "unanswerable"}
     factual = next(s for s in samples if s.extra["query_type"] == "factual")
-    assert factual.question == "In which city is the company based?" and factual.ground_truth == "Berlin"
+    assert factual.question == "What was the company's revenue in 2020?" and factual.ground_truth == "500 million euros"
     [doc_id] = factual.extra["doc_ids"]
     source = ACME if doc_id == "acme.txt" else ZETA
     assert len(factual.reference_contexts) == 1 and factual.reference_contexts[0] in source
-    assert factual.keypoints == ["Acme was founded in Berlin."] and factual.language == "en"
+    assert factual.keypoints == ["Revenue was 500 million euros."] and factual.language == "en"
     assert all(normalise_space(r) in normalise_space(source) for r in factual.reference_contexts)
     # a rerun resumes from the cache and writes the same file
     first = out.read_text(encoding="utf-8")
