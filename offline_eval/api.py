@@ -143,7 +143,7 @@ def _samples(data: Any, mapping: Mapping[str, str] | None, limit: int | None) ->
                              dict(mapping) if mapping else None, limit=limit)
 
 
-def evaluate(data: Any, metrics: Iterable[Any] | None = None, *, models: Models | None = None,
+def evaluate(data: Any, metrics: Iterable[Any] | str | None = None, *, models: Models | None = None,
              profile: str | None = None, judge: str | None = None, embedder: str | None = None,
              verifier: str | None = None, device: str | None = None, batch_size: int | None = None,
              output: str | Path | None = None, cache: bool | str | Path = True, overwrite: bool = False,
@@ -153,8 +153,8 @@ def evaluate(data: Any, metrics: Iterable[Any] | None = None, *, models: Models 
              engine: str = "local", ray_address: str | None = None, replicas: int | None = None,
              gpus_per_replica: float | None = None, ray_node_cache: str | None = None,
              **options: Any) -> EvalResult:
-    """Score ``data`` with ``metrics`` (names, or Metric instances; default: the CLI's five; add
-    "aggregate" for a ragas_score). A metric of your own: a Metric subclass, registered by name with
+    """Score ``data`` with ``metrics`` (names, or Metric instances, or one string of names separated by
+    commas as ``--metrics``; default: the CLI's five; add "aggregate" for a ragas_score). A metric of your own: a Metric subclass, registered by name with
     ``offline_eval.metrics.register_metric`` or passed as an instance, or ``plugins`` (modules or .py
     files, as ``--plugin``) that register theirs.
 
@@ -170,7 +170,8 @@ def evaluate(data: Any, metrics: Iterable[Any] | None = None, *, models: Models 
     dict of criteria as a file's tables), each scored as a metric ``criterion_<name>``.
 
     ``fail_under`` (``{"faithfulness": 0.8}`` or ``"faithfulness=0.8"``) and ``max_unscored`` are
-    ``--fail-under``'s gates: the result's ``gate_failures`` lists those that failed. ``engine="ray"``
+    ``--fail-under``'s gates, refused as the flags are (a threshold that is not finite, a share outside
+    0 to 1): the result's ``gate_failures`` lists those that failed. ``engine="ray"``
     shards the run over model replicas on a Ray cluster (``ray_address``, ``replicas``,
     ``gpus_per_replica``, ``ray_node_cache`` as the ``--engine ray`` flags).
     """
@@ -178,12 +179,13 @@ def evaluate(data: Any, metrics: Iterable[Any] | None = None, *, models: Models 
     from offline_eval.engine.cache_location import cache_path
     from offline_eval.runlog import run_info
 
-    config = RunConfig(metrics=list(metrics) if metrics is not None else None, plugins=[str(p) for p in plugins],
+    fail_under, max_unscored = _gates(fail_under, max_unscored)
+    config = RunConfig(metrics=_metric_names(metrics), plugins=[str(p) for p in plugins],
                        criteria=[] if criteria is None else list(criteria) if isinstance(criteria, (list, tuple))
                        else [criteria],
                        models=ModelChoice(profile=profile, judge=judge, embedder=embedder, verifier=verifier,
                                           device=device, batch_size=batch_size),
-                       options=options, calibrate=calibrations, fail_under=_gates(fail_under),
+                       options=options, calibrate=calibrations, fail_under=fail_under,
                        max_unscored=max_unscored, window=window, overwrite=overwrite,
                        ray=_ray(engine, ray_address, replicas, gpus_per_replica, ray_node_cache))
     samples = _samples(data, mapping, limit)  # read first, then built, as `offline-eval run` does
@@ -199,13 +201,29 @@ def evaluate(data: Any, metrics: Iterable[Any] | None = None, *, models: Models 
                           Path(output) if output is not None else None, done.gate_lines, done.gate_failures)
 
 
-def _gates(fail_under: Mapping[str, float] | str | None) -> dict[str, float]:
-    """``fail_under`` as a mapping, from one or from ``--fail-under``'s text."""
-    from offline_eval.thresholds import parse_thresholds
+def _metric_names(metrics: Iterable[Any] | str | None) -> list[Any] | None:
+    """``metrics`` as a list: a string is names separated by commas, as ``--metrics`` reads it."""
+    from offline_eval.options import items
 
-    if fail_under is None:
-        return {}
-    return parse_thresholds(fail_under) if isinstance(fail_under, str) else dict(fail_under)
+    if metrics is None:
+        return None
+    return items(metrics) if isinstance(metrics, str) else list(metrics)
+
+
+def _gates(fail_under: Mapping[str, float] | str | None,
+           max_unscored: float | None) -> tuple[dict[str, float], float | None]:
+    """``fail_under`` as a mapping, from one or from ``--fail-under``'s text, and ``max_unscored``,
+    each checked as the command line checks its flag (a finite threshold, a share from 0 to 1)."""
+    from offline_eval.thresholds import ThresholdError, check_unscored_share, parse_thresholds
+
+    try:
+        gates = parse_thresholds(fail_under) if fail_under or isinstance(fail_under, str) else {}
+    except ThresholdError as exc:
+        raise ThresholdError(f"fail_under: {exc}") from None
+    try:
+        return gates, None if max_unscored is None else check_unscored_share(max_unscored)
+    except ThresholdError as exc:
+        raise ThresholdError(f"max_unscored: {exc}") from None
 
 
 def _ray(engine: str, address: str | None, replicas: int | None, gpus_per_replica: float | None,

@@ -10,11 +10,11 @@ not import the runner's package for it.
 from __future__ import annotations
 
 import math
-from typing import Iterable
+from typing import Iterable, Mapping
 
 __all__ = ["parse_thresholds", "ThresholdError", "DEFAULT_MAX_UNSCORED", "MIN_LABELS_PER_CLASS", "MIN_PAIRS",
-           "MIN_LABELLED_PAIRS",
-           "unscored_share"]
+           "MIN_LABELLED_PAIRS", "MIN_SHARED_LABELS", "too_few_shared_labels", "unscored_share",
+           "check_unscored_share"]
 
 # A gate fails when more than this share of a gated metric's rows went unscored: its mean would rest on
 # the rows the metric could score, which need not be like the others (an empty answer, a missing field).
@@ -33,28 +33,44 @@ MIN_PAIRS = 6
 # than this many, one pair more moves it by a tenth or more, and its bootstrap interval over a handful of
 # pairs is a point or the whole range. It refuses fewer unless --min-pairs allows them, and warns then.
 MIN_LABELLED_PAIRS = 10
+# Cohen's kappa between two annotators rests on the samples both labelled yes or no: on fewer than this
+# many, one label more moves their observed agreement by a tenth or more, and kappa, which takes out the
+# agreement expected by chance, swings further (two matching labels of each answer give 1.0). The review
+# page, `estimate` and the report show how many there are and how many it needs instead of a number.
+MIN_SHARED_LABELS = 10
+
+
+def too_few_shared_labels(n: int) -> str | None:
+    """Why Cohen's kappa on ``n`` shared labels is not given (fewer than :data:`MIN_SHARED_LABELS`), for
+    every place that shows one; None when there are enough."""
+    return f"too few shared labels (n {n}, needs {MIN_SHARED_LABELS})" if n < MIN_SHARED_LABELS else None
 
 
 class ThresholdError(ValueError):
     """A malformed ``--fail-under`` specification."""
 
 
-def parse_thresholds(spec: str | Iterable[str]) -> dict[str, float]:
-    """Parse ``"name=value,name=value"`` (or a list of such strings, e.g. from a repeated flag)."""
-    parts: list[str] = []
-    for chunk in ([spec] if isinstance(spec, str) else list(spec)):
-        parts.extend(p.strip() for p in str(chunk).split(","))
+def parse_thresholds(spec: str | Iterable[str] | Mapping[str, float]) -> dict[str, float]:
+    """Parse ``"name=value,name=value"`` (or a list of such strings, e.g. from a repeated flag), or check
+    a mapping of name to value (the Python API's ``fail_under``) as strictly."""
+    if isinstance(spec, Mapping):
+        pairs = [(f"{name}={value}", str(name).strip(), value) for name, value in spec.items()]
+    else:
+        pairs = []
+        for chunk in ([spec] if isinstance(spec, str) else list(spec)):
+            for part in (p.strip() for p in str(chunk).split(",")):
+                if part:
+                    name, sep, raw = part.partition("=")
+                    pairs.append((part, name.strip(), raw.strip() if sep else ""))
     out: dict[str, float] = {}
-    for part in parts:
-        if not part:
-            continue
-        name, sep, raw = part.partition("=")
-        name, raw = name.strip(), raw.strip()
-        if not sep or not name or not raw:
+    for part, name, raw in pairs:
+        if not name or raw == "":
             raise ThresholdError(f"bad threshold {part!r}: expected metric=value, e.g. faithfulness=0.8")
         try:
+            if isinstance(raw, bool):  # float(True) is 1.0: a slip, not a threshold
+                raise TypeError
             value = float(raw)
-        except ValueError:
+        except (TypeError, ValueError):
             raise ThresholdError(f"bad threshold {part!r}: {raw!r} is not a number") from None
         if not math.isfinite(value):
             raise ThresholdError(f"bad threshold {part!r}: the value must be finite")
@@ -66,14 +82,23 @@ def parse_thresholds(spec: str | Iterable[str]) -> dict[str, float]:
     return out
 
 
+def check_unscored_share(value: str | float) -> float:
+    """``--max-unscored``'s value (the flag's text, or the Python API's ``max_unscored``) as a share of
+    rows from 0 to 1 (0.1: a tenth); a :class:`ThresholdError` otherwise."""
+    try:
+        share = math.nan if isinstance(value, bool) else float(value)
+    except (TypeError, ValueError):
+        share = math.nan
+    if not 0.0 <= share <= 1.0:
+        raise ThresholdError(f"{value!r} is not a share of rows from 0 to 1 (e.g. 0.1 for a tenth)")
+    return share
+
+
 def unscored_share(text: str) -> float:
-    """``--max-unscored``'s value: a share of rows from 0 to 1 (0.1: a tenth)."""
+    """argparse type of ``--max-unscored`` (:func:`check_unscored_share`)."""
     import argparse
 
     try:
-        value = float(text)
-    except ValueError:
-        value = math.nan
-    if not 0.0 <= value <= 1.0:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a share of rows from 0 to 1 (e.g. 0.1 for a tenth)")
-    return value
+        return check_unscored_share(text)
+    except ThresholdError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None

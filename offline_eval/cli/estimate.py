@@ -74,14 +74,24 @@ def cmd_estimate(args: argparse.Namespace) -> int:
 
 
 def _check_some_estimate(result: Any, run: Any, labels: Path, run_dir: Path) -> None:
-    """A DataError (one line, exit 2) when the labels file gives no metric of the run a label: an empty
-    file, or labels only for metrics the run did not score, estimate nothing, and an exit of 0 with no
-    figure would read as done."""
-    from offline_eval.data.schema import DataError
+    """A DataError (one line, exit 2) when the labels file gives no scored row of the run a yes or no: an
+    empty file, labels only for metrics the run did not score, or only on rows left out (unscored, no
+    such row, unsure, tied), estimate nothing, and an exit of 0 with no figure would read as done."""
+    from offline_eval.data.schema import DataError, printable
 
-    if result.estimates:
+    if any(figures.get("n_labelled") for figures in result.estimates.values()):
         return
     review = f"`offline-eval review {shlex.quote(str(run_dir))}`"
+    if result.estimates:  # labels for the run's metrics, every one left out
+        left_out = "; ".join(
+            f"{printable(metric)}: {counted(sum(figures['excluded'].values()), 'labelled row')} left out ("
+            + ", ".join(f"{why} {n}" for why, n in figures["excluded"].items()) + ")"
+            for metric, figures in result.estimates.items())
+        another = (", or pass --any-run if the run its other_run labels name scored the same samples"
+                   if result.other_run else "")
+        raise DataError(f"no label is a yes or no on a row this run scored, so nothing can be estimated ({left_out}): "
+                        f"label the rows it scored with {review}, which asks only about those{another}",
+                        source=str(labels))
     if not result.n_lines:
         raise DataError(f"holds no labels: make some with {review}, or name another labels file with --labels",
                         source=str(labels))

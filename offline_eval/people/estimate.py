@@ -60,7 +60,9 @@ import numpy as np
 
 from offline_eval.people.calibration import fit_platt
 from offline_eval.data.schema import DataError
-from offline_eval.people.labels import LABELS_FILE, Label, cohen_kappa, latest, questions_for_people, read_labels
+from offline_eval.people.labels import (
+    LABELS_FILE, Label, cohen_kappa, latest, questions_for_people, read_labels, shared_labels,
+)
 from offline_eval.metrics import is_higher_better
 from offline_eval.records import RunSummary
 from offline_eval.text import counted
@@ -281,12 +283,11 @@ class MetricLabels:
         out = []
         for first, second in combinations(sorted(self.by_annotator), 2):
             a, b = self.by_annotator[first], self.by_annotator[second]
-            both = set(a) & set(b)
-            if not both:
+            n = len(shared_labels(a, b))
+            if not n:
                 continue
-            k = cohen_kappa(a, b)  # the review page's kappa (offline_eval.people.labels)
-            out.append({"annotators": [first, second], "n": len(both),
-                        "kappa": None if k is None else round(k, 6)})
+            k = cohen_kappa(a, b)  # the review page's kappa (offline_eval.people.labels); None on too few
+            out.append({"annotators": [first, second], "n": n, "kappa": None if k is None else round(k, 6)})
         return out
 
 

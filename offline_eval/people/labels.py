@@ -30,6 +30,7 @@ from typing import Any, Iterable, Mapping
 from offline_eval.data.schema import DataError, described
 from offline_eval.metrics import metric_classes
 from offline_eval.runlog import LABELS
+from offline_eval.thresholds import MIN_SHARED_LABELS
 
 LABELS_FILE = LABELS  # in a run folder (its name: offline_eval.runlog)
 
@@ -148,16 +149,24 @@ def latest(labels: Iterable[Label]) -> dict[tuple[str, str, str | None], Label]:
     return out
 
 
-def cohen_kappa(a: Mapping[str, bool | None], b: Mapping[str, bool | None]) -> float | None:
+def shared_labels(a: Mapping[str, bool | None], b: Mapping[str, bool | None]) -> list[str]:
+    """The samples two annotators (sample id -> True yes / False no / None unsure) both labelled yes or no."""
+    return [key for key, value in a.items() if value is not None and b.get(key) is not None]
+
+
+def cohen_kappa(a: Mapping[str, bool | None], b: Mapping[str, bool | None],
+                least: int = MIN_SHARED_LABELS) -> float | None:
     """Cohen's kappa of two annotators' labels (sample id -> True yes / False no / None unsure) on the
-    samples both labelled yes or no: ``(p_o - p_e) / (1 - p_e)``, ``p_o`` the share of those samples
-    they agree on, ``p_e`` the share two independent annotators with their rates of yes would agree on.
-    None when they share no such sample, or when ``p_e`` is 1 (both gave the same one answer throughout:
-    agreement by chance alone cannot be told from agreement, and kappa is undefined)."""
-    rows = [key for key, value in a.items() if value is not None and b.get(key) is not None]
-    if not rows:
-        return None
+    samples both labelled yes or no (:func:`shared_labels`): ``(p_o - p_e) / (1 - p_e)``, ``p_o`` the
+    share of those samples they agree on, ``p_e`` the share two independent annotators with their rates of
+    yes would agree on. None when they share fewer than ``least`` such samples (by default
+    :data:`~offline_eval.thresholds.MIN_SHARED_LABELS`: :func:`~offline_eval.thresholds.too_few_shared_labels`
+    says so), or when ``p_e`` is 1 (both gave the same one answer throughout: agreement by chance alone
+    cannot be told from agreement, and kappa is undefined)."""
+    rows = shared_labels(a, b)
     n = len(rows)
+    if not rows or n < least:
+        return None
     p_o = sum(a[key] == b[key] for key in rows) / n
     yes_a, yes_b = sum(bool(a[key]) for key in rows) / n, sum(bool(b[key]) for key in rows) / n
     p_e = yes_a * yes_b + (1 - yes_a) * (1 - yes_b)

@@ -21,6 +21,7 @@ from offline_eval.records import (
     MetricSummary, ResultRow, RunSummary, finite, metric_names, text_of,
 )
 from offline_eval.runlog import RESULTS, SUMMARY, RunLogError, read_results, rows_short, run_info, summary_dict
+from offline_eval.thresholds import too_few_shared_labels
 
 
 def lower_is_better(metric: str, entry: MetricSummary | Mapping[str, Any] | None = None) -> bool:
@@ -171,6 +172,16 @@ def fmt_ci(ci: Any, digits: int = 3) -> str:
         if lo != "—" and hi != "—":
             return f"[{lo}, {hi}]"
     return "—"
+
+
+def kappa_shown(pair: Mapping[str, Any]) -> str:
+    """One pair of annotators' kappa as an ``estimates`` entry records it (``{"kappa", "n"}``): the number
+    and its count of shared labels, or, on too few of them, why there is no number, even where the entry
+    holds one (a summary.json written before kappa needed them, or edited). An ``n`` that is no count
+    counts as none."""
+    n = pair.get("n")
+    n = n if isinstance(n, int) and not isinstance(n, bool) else 0
+    return too_few_shared_labels(n) or f"{fmt_num(pair.get('kappa'), 2)} (n {n})"
 
 
 def calibration_notes(metrics: Mapping[str, MetricSummary]) -> list[str]:

@@ -22,7 +22,8 @@ from typing import Any, Iterable
 from offline_eval.records import MetricSummary, ResultRow
 from offline_eval.report import assets, svg
 from offline_eval.report._run import (
-    RunData, calibration_notes, e, fmt_ci, fmt_num, load_run, lower_is_better, partial_notes, str_list, text_of,
+    RunData, calibration_notes, e, fmt_ci, fmt_num, kappa_shown, load_run, lower_is_better, partial_notes, str_list,
+    text_of,
 )
 from offline_eval.report.badges import ci_bar, pill
 from offline_eval.report.conversations import (
@@ -250,8 +251,7 @@ def _estimates_section(data: RunData) -> str:
         plain = entry.get("labels_only") if isinstance(entry.get("labels_only"), dict) else {}
         ppi = entry.get("ppi") if isinstance(entry.get("ppi"), dict) else {}
         kappas = entry.get("kappa") if isinstance(entry.get("kappa"), list) else []
-        kappa = "; ".join(f"{e(' / '.join(text_of(a) for a in k.get('annotators', [])[:2]))}: "
-                          f"{e(fmt_num(k.get('kappa'), 2))} (n {_as_int(k.get('n'))})"
+        kappa = "; ".join(f"{e(' / '.join(text_of(a) for a in k.get('annotators', [])[:2]))}: {e(kappa_shown(k))}"
                           for k in kappas if isinstance(k, dict) and isinstance(k.get("annotators"), list))
         excluded = entry.get("excluded") if isinstance(entry.get("excluded"), dict) else {}
         lower = " <span class='muted small'>(lower is better)</span>" if entry.get("higher_is_better") is False else ""

@@ -11,7 +11,9 @@ from typing import IO, Any, Mapping
 
 from offline_eval.data.schema import printable
 from offline_eval.records import MetricSummary, RunSummary
-from offline_eval.report._run import as_run_summary, calibration_notes, fmt_ci, fmt_num, lower_is_better
+from offline_eval.report._run import (
+    as_run_summary, calibration_notes, fmt_ci, fmt_num, kappa_shown, lower_is_better,
+)
 
 __all__ = ["print_summary", "format_summary", "format_estimates", "format_conversations"]
 
@@ -49,7 +51,7 @@ def _kappa_text(entry: Mapping[str, Any]) -> str:
         if not isinstance(k, Mapping) or not isinstance(k.get("annotators"), list):
             continue
         names = "/".join(printable(str(a)) for a in k["annotators"][:2])
-        parts.append(f"{names} {fmt_num(k.get('kappa'), 2)} (n {printable(str(k.get('n')))})")
+        parts.append(f"{names} {kappa_shown(k)}")
     return ", ".join(parts) + (", …" if len(kappas) > 3 else "") if parts else "-"
 
 

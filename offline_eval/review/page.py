@@ -88,7 +88,7 @@ function showState() {
   fill('agreement', state.agreement, (a) => {
     const row = document.createElement('tr');
     row.append(el('td', a.metric), el('td', a.a), el('td', a.b), el('td', a.n),
-               el('td', a.kappa === null ? '—' : a.kappa.toFixed(2)));
+               el('td', a.kappa === null ? (a.note || '—') : a.kappa.toFixed(2)));
     return row;
   });
 }

@@ -29,13 +29,14 @@ from typing import Any, Iterable, Mapping
 
 from offline_eval.data.schema import printable
 from offline_eval.people.labels import (
-    LABELS_FILE, Label, append_label, cohen_kappa, latest, questions_for_people, read_labels,
+    LABELS_FILE, Label, append_label, cohen_kappa, latest, questions_for_people, read_labels, shared_labels,
 )
 from offline_eval.records import ResultRow, StoredScore
 from offline_eval.runlog import (
     RESULTS, REVIEW, RUN_INFO, SUMMARY, RunLogError, is_finished, read_review, read_row, result_lines, run_info,
     summary_dict, write_atomic,
 )
+from offline_eval.thresholds import too_few_shared_labels
 
 REVIEW_FILE = REVIEW
 DEFAULT_SEED = 0
@@ -298,7 +299,7 @@ class Review:
 
     def agreement(self, labels: list[Label]) -> list[dict[str, Any]]:
         """Cohen's kappa for every pair of named annotators, per metric, on the samples both labelled
-        yes or no."""
+        yes or no; None on fewer than MIN_SHARED_LABELS of them, with ``note`` saying so for the page."""
         given = latest(labels)
         out = []
         for m in self.metrics:
@@ -307,9 +308,10 @@ class Review:
                 if metric == m and who is not None:
                     by.setdefault(who, {})[key] = label.value
             for a, b in combinations(sorted(by), 2):
-                n = sum(1 for k, v in by[a].items() if v is not None and by[b].get(k) is not None)
+                n = len(shared_labels(by[a], by[b]))
                 if n:
-                    out.append({"metric": m, "a": a, "b": b, "n": n, "kappa": cohen_kappa(by[a], by[b])})
+                    out.append({"metric": m, "a": a, "b": b, "n": n, "kappa": cohen_kappa(by[a], by[b]),
+                                "note": too_few_shared_labels(n)})
         return out
 
     def sample(self, pos: Any, annotator: str) -> dict[str, Any]:

@@ -167,6 +167,22 @@ def test_estimate_refuses_labels_that_name_no_metric_of_the_run(tmp_path, capsys
     assert "no label names a metric of this run (the labels are for context_recall; the run scored" in line
 
 
+def test_estimate_refuses_labels_that_fall_only_on_rows_it_cannot_use(tmp_path, capsys):
+    """A label on an unscored row (q08's answer is empty) or on no row of the run estimates nothing: a
+    table of "0 / 11 — —" and exit 0 would read as done. Refused in one line saying what was left out
+    and what to do, and summary.json is left as it was."""
+    run = build_run(tmp_path)
+    before = (run / "summary.json").read_bytes()
+    unscored = _write(tmp_path / "unscored.jsonl", [{"id": "q08", "metric": "faithfulness", "label": "yes"},
+                                                    {"id": "nowhere", "metric": "faithfulness", "label": "no"}])
+    assert main(["estimate", str(run), "--labels", str(unscored)]) == 2
+    line = _one_line(capsys)
+    assert f"{unscored}: no label is a yes or no on a row this run scored" in line
+    assert "faithfulness: 2 labelled rows left out (unknown_id 1, unscored 1)" in line
+    assert "label the rows it scored with `offline-eval review" in line
+    assert (run / "summary.json").read_bytes() == before
+
+
 def test_estimate_says_one_label_not_one_labels(tmp_path, capsys):
     run = build_run(tmp_path)
     one = _write(tmp_path / "one.jsonl", [{"id": "q01", "metric": "faithfulness", "label": True}])

@@ -191,8 +191,9 @@ def test_estimate_json_has_the_documented_shape_and_counts_what_it_cannot_use(tm
     # q01-q07 labelled by alice, q01-q06 by EVIL; they split on q05; "nowhere" is no row, q08 is unscored
     assert fa["excluded"] == {"tie": 1, "unknown_id": 1, "unscored": 1}
     assert fa["n_labelled"] == 6 and fa["n_yes"] == 3
-    # on q01-q06: p_o = 5/6, p_e = 3/6 * 4/6 + 3/6 * 2/6 = 1/2
-    assert fa["kappa"] == [{"annotators": sorted(["alice", EVIL]), "n": 6, "kappa": pytest.approx(2 / 3, abs=1e-6)}]
+    # on q01-q06: p_o = 5/6, p_e = 3/6 * 4/6 + 3/6 * 2/6 = 1/2, kappa 2/3 by the formula, but on 6 shared
+    # labels, fewer than MIN_SHARED_LABELS: none given
+    assert fa["kappa"] == [{"annotators": sorted(["alice", EVIL]), "n": 6, "kappa": None}]
     lo, hi = fa["ppi"]["ci95"]
     assert 0.0 <= lo <= fa["ppi"]["value"] <= hi <= 1.0
     assert "no_such_metric" in err and "unknown_id 1" in err  # reported, not silently dropped
@@ -207,14 +208,39 @@ def test_estimate_table_and_summary_and_report(tmp_path, capsys):
     assert main(["estimate", str(run)]) == 0
     out, _ = capsys.readouterr()
     assert "what your experts would say" in out and "faithfulness" in out and "\x1b" not in out
+    assert "too few shared labels (n 6, needs 10)" in out  # alice and EVIL share 6 labels: no kappa
     summary = json.loads((run / "summary.json").read_text(encoding="utf-8"))
     assert summary["estimates"]["faithfulness"]["n"] == 11
     assert summary["estimates_source"]["unknown_metrics"] == {"no_such_metric": 1}
     page = (run / "report.html").read_text(encoding="utf-8")  # rewritten with the estimates
     assert "What your experts would say" in page and "id='estimates'" in page
     assert EVIL not in page and "&lt;script&gt;window.__pwned=1&lt;/script&gt;" in page
+    assert "too few shared labels (n 6, needs 10)" in page
     from offline_eval.report.terminal import format_summary
     assert "what your experts would say" in format_summary(summary)
+
+
+def test_a_kappa_on_too_few_shared_labels_is_not_shown_from_any_summary(tmp_path):
+    """Two annotators who gave the same yes and no to 2 samples have kappa 1.0 by the formula: the
+    estimate gives none on fewer than MIN_SHARED_LABELS, and the table and the report say why, even
+    reading a summary.json that holds such a number."""
+    labels = [Label(f"r{i}", "faithfulness", i == 0, annotator=who) for who in ("ann", "bob") for i in range(2)]
+    assert combine_labels(labels)["faithfulness"].kappas() == [{"annotators": ["ann", "bob"], "n": 2, "kappa": None}]
+    run = build_run(tmp_path)
+    summary = json.loads((run / "summary.json").read_text(encoding="utf-8"))
+    enough = {"annotators": ["ann", "cy"], "n": 10, "kappa": 0.4}
+    summary["estimates"] = {"faithfulness": {"n_labelled": 2, "n": 11, "kappa": [
+        {"annotators": ["ann", "bob"], "n": 2, "kappa": 1.0}, enough]}}
+    (run / "summary.json").write_text(json.dumps(summary), encoding="utf-8")
+    from offline_eval.report.html import write_report
+    from offline_eval.report.terminal import format_estimates
+    table = "\n".join(format_estimates(summary["estimates"]))
+    assert "ann/bob too few shared labels (n 2, needs 10)" in table and "1.00" not in table
+    assert "ann/cy 0.40 (n 10)" in table
+    page = write_report(run).read_text(encoding="utf-8")
+    section = page[page.index("id='estimates'"):page.index("id='distributions'")]
+    assert "ann / bob: too few shared labels (n 2, needs 10)" in section and "1.00" not in section
+    assert "ann / cy: 0.40 (n 10)" in section
 
 
 def test_a_report_survives_a_hostile_estimates_section(tmp_path):

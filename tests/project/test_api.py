@@ -323,3 +323,49 @@ def test_a_bad_row_is_named_before_a_bad_gate_through_the_api_as_through_the_cli
 
     with pytest.raises(DataError, match="row 2: expected a JSON object per row"):
         offline_eval.evaluate(str(data), ["rouge_l"], fail_under={"faithfulness": 0.5}, cache=False)
+
+
+def _one_reference_in_ten() -> list[dict]:
+    rows = [{"id": f"r{i}", "question": f"q{i}", "answer": f"a {i} b", "contexts": ["c"]} for i in range(10)]
+    rows[0]["ground_truth"] = "a 0 b"
+    return rows
+
+
+@pytest.mark.parametrize("gates, flags, message", [
+    ({"fail_under": {"rouge_l": 0.1}, "max_unscored": 3}, ["--fail-under", "rouge_l=0.1", "--max-unscored", "3"],
+     "not a share of rows from 0 to 1"),
+    ({"fail_under": {"rouge_l": 0.1}, "max_unscored": float("nan")},
+     ["--fail-under", "rouge_l=0.1", "--max-unscored", "nan"], "not a share of rows from 0 to 1"),
+    ({"fail_under": {"rouge_l": float("nan")}}, ["--fail-under", "rouge_l=nan"], "the value must be finite"),
+    ({"fail_under": "rouge_l=inf"}, ["--fail-under", "rouge_l=inf"], "the value must be finite"),
+])
+def test_the_api_refuses_the_gates_the_command_line_refuses(tmp_path, capsys, gates, flags, message):
+    """A share of unscored rows above 1 (or nan) would let every gate pass on 1 scored row of 10, and a
+    nan threshold passes every mean: the API refuses them in one line naming its argument, as the
+    command line refuses its flags."""
+    data = tmp_path / "d.jsonl"
+    data.write_text("".join(json.dumps(row) + "\n" for row in _one_reference_in_ten()), encoding="utf-8")
+    try:  # argparse exits on a bad --max-unscored; a bad --fail-under is refused as the run is configured
+        code = main(["run", "--dataset", str(data), "--metrics", "rouge_l", *flags, "--no-cache", "--quiet",
+                     "--no-report", "--output", str(tmp_path / "cli")])
+    except SystemExit as exc:
+        code = exc.code
+    assert code == 2 and message in capsys.readouterr().err
+    with pytest.raises(ValueError) as caught:
+        offline_eval.evaluate(_one_reference_in_ten(), ["rouge_l"], cache=False, **gates)
+    assert message in str(caught.value) and "\n" not in str(caught.value)
+    assert str(caught.value).startswith("max_unscored: " if "max_unscored" in gates else "fail_under: ")
+    refused = offline_eval.evaluate(_one_reference_in_ten(), ["rouge_l"], cache=False,
+                                    fail_under={"rouge_l": 0.1}, max_unscored=0.5)
+    assert len(refused.gate_failures) == 1 and "9 of 10 rows unscored" in refused.gate_failures[0]
+
+
+def test_the_api_reads_a_string_of_metrics_as_the_command_line_reads_metrics():
+    """``evaluate(data, "rouge_l")`` is one metric, not the letters r, o, u, ...; commas separate names,
+    as in ``--metrics``."""
+    rows = _one_reference_in_ten()
+    assert offline_eval.evaluate(rows, "rouge_l", cache=False).metrics == ["rouge_l"]
+    assert offline_eval.evaluate(rows, "rouge_l, eir", cache=False).metrics == \
+        offline_eval.evaluate(rows, ["rouge_l", "eir"], cache=False).metrics
+    with pytest.raises(ValueError, match="names no metric"):
+        offline_eval.evaluate(rows, " , ", cache=False)

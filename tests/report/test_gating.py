@@ -27,6 +27,7 @@ def test_parse_thresholds():
     assert parse_thresholds(" faithfulness = 0.8 , ,answer_relevancy=.7,") == {"faithfulness": 0.8, "answer_relevancy": 0.7}
     assert parse_thresholds(["faithfulness=0.8", "context_recall=0.5,completeness=1"]) == {
         "faithfulness": 0.8, "context_recall": 0.5, "completeness": 1.0}
+    assert parse_thresholds({"faithfulness": 0.8, "completeness": 1}) == {"faithfulness": 0.8, "completeness": 1.0}
 
 
 @pytest.mark.parametrize("spec, message", [
@@ -36,6 +37,9 @@ def test_parse_thresholds():
     ("faithfulness=nan", "finite"),
     ("faithfulness=0.5,faithfulness=0.6", "more than one threshold"),
     ("", "no thresholds"),
+    ({"faithfulness": float("nan")}, "finite"),
+    ({"faithfulness": "high"}, "'high' is not a number"),
+    ({"faithfulness": True}, "not a number"),
 ])
 def test_parse_thresholds_rejects_bad_specs(spec, message):
     with pytest.raises(ThresholdError, match=message):

@@ -34,6 +34,7 @@ from offline_eval.metrics.criteria import criteria_from_tables, criterion_metric
 from offline_eval.metrics.ragas import Faithfulness
 from offline_eval.review.server import ReviewServer
 from offline_eval.review.session import REVIEW_FILE, Review, ReviewError, seeded_order
+from offline_eval.thresholds import MIN_SHARED_LABELS
 
 from tests.report.test_report import CHROMIUM_FLAGS
 from tests.report.test_report_fixtures import EVIL, build_run
@@ -235,20 +236,21 @@ def test_the_annotator_is_asked_on_the_page_and_kept_in_the_url(browser, tmp_pat
 def test_two_annotators_see_their_kappa_on_the_page(browser, tmp_path):
     folder = hostile_run(tmp_path)
     bob = HOSTILE["img"] + "bob"  # a name is data too
-    words = {"alice": "yynn", bob: "ynnn"}  # p_o 3/4, p_e 1/2: kappa 0.5
+    words = {"alice": "yynn", bob: "ynnn"}  # p_o 3/4, p_e 1/2: kappa 0.5, but on 4 shared labels only
+    more = {"alice": "yyynnn", bob: "yyyynn"}  # on all 10: p_o 8/10, p_e 1/2: kappa 0.6
     with serving(folder, ["faithfulness"]) as server:
-        tabs = {}
-        for name, keys in words.items():
-            tabs[name] = tab = Tab(browser, server.url + "?annotator=" + urllib.parse.quote(name))
-            for key in keys:
-                tab.press(key)
+        tabs = {name: Tab(browser, server.url + "?annotator=" + urllib.parse.quote(name)) for name in words}
+        for keys in (words, more):
+            for name, tab in tabs.items():
+                for key in keys[name]:
+                    tab.press(key)
+            tab = tabs["alice"]
+            tab.reload()
+            cells = tab.page.locator("#agreement td").all_text_contents()
+            assert sorted(cells[1:3]) == sorted(["alice", bob]) and cells[0] == "faithfulness"
+            assert cells[3:] == (["4", "too few shared labels (n 4, needs 10)"] if keys is words else ["10", "0.60"])
         by = {name: {l.id: l.value for l in read_labels(folder / LABELS_FILE) if l.annotator == name} for name in words}
-        assert cohen_kappa(by["alice"], by[bob]) == pytest.approx(0.5)
-        tab = tabs["alice"]
-        tab.reload()
-        cells = tab.page.locator("#agreement td").all_text_contents()
-        assert sorted(cells[1:3]) == sorted(["alice", bob]) and cells[0] == "faithfulness"
-        assert cells[3:] == ["4", "0.50"]
+        assert cohen_kappa(by["alice"], by[bob]) == pytest.approx(0.6)
         assert tab.page.is_visible("#agreement-box")
         tab.assert_inert()
         tabs[bob].assert_inert()
@@ -508,4 +510,28 @@ def test_cohen_kappa():
     # Only the samples both labelled yes or no count: unsure and one-sided labels are left out.
     assert cohen_kappa({**a, "x": None, "y": True}, {**b, "x": True, "z": False}) == pytest.approx(0.4)
     assert cohen_kappa({"s": True}, {"t": True}) is None
-    assert cohen_kappa({"s": True, "t": True}, {"s": True, "t": True}) is None  # p_e = 1: undefined
+    two = {"s": True, "t": False}
+    assert cohen_kappa(two, two) is None and cohen_kappa(two, two, least=2) == 1.0  # too few, unless allowed
+    every_yes = {f"s{i}": True for i in range(20)}
+    assert cohen_kappa(every_yes, every_yes) is None  # p_e = 1: undefined
+
+
+def test_kappa_on_too_few_shared_labels_is_none_and_says_why(tmp_path):
+    """Two annotators who agree on 2 samples have kappa 1.0 by the formula, which says nothing about
+    agreement: below MIN_SHARED_LABELS the review page's agreement holds no number, and a note saying how
+    many shared labels there are and how many it needs."""
+    folder = hostile_run(tmp_path)
+    review = Review(folder, ["faithfulness"])
+    keys = [e.id for e in review.queue if review.asked(e)]
+    assert len(keys) >= MIN_SHARED_LABELS
+    for who in ("ann", "bob"):
+        for key, value in zip(keys[:2], ("yes", "no")):
+            review.record(who, key, {"faithfulness": value})
+    assert review.state("ann")["agreement"] == [
+        {"metric": "faithfulness", "a": "ann", "b": "bob", "n": 2, "kappa": None,
+         "note": "too few shared labels (n 2, needs 10)"}]
+    for who in ("ann", "bob"):
+        for i, key in enumerate(keys[2:MIN_SHARED_LABELS]):
+            review.record(who, key, {"faithfulness": "yes" if i % 2 else "no"})
+    [pair] = review.state("ann")["agreement"]
+    assert pair["n"] == MIN_SHARED_LABELS and pair["kappa"] == 1.0 and pair["note"] is None
