@@ -525,6 +525,10 @@ def render_retrieval_report(output_dir: str | Path) -> str:
     if not rows:
         parts.append("<div class='banner error'>No benchmark rows found: expected results.json with "
                      "{\"rows\": [{\"retriever\", \"chunk_size\", \"k\", metric: value, …}]}.</div>")
+    notes = [text_of(n) for n in doc.get("notes") or [] if text_of(n)] if isinstance(doc.get("notes"), list) else []
+    if notes:  # what the tables leave out or cannot find: a reader of the figures must see it beside them
+        parts.append("<div class='banner error' id='retrieval-notes' role='alert'><b>What these figures rest on."
+                     "</b><ul>" + "".join(f"<li>{e(n)}</li>" for n in notes) + "</ul></div>")
     # Charts: one per (metric, chunk_size), a line per retriever over k.
     charts = []
     chunk_sizes = list(dict.fromkeys(r.get("chunk_size") for r in rows))
@@ -562,7 +566,7 @@ def render_retrieval_report(output_dir: str | Path) -> str:
         parts.append("<section id='rows'><h2>All configurations</h2><p class='muted small'>Click a column to sort."
                      f"</p><table class='sortable-table' id='retrieval-rows'><thead><tr>{head}</tr></thead>"
                      f"<tbody>{''.join(body_rows)}</tbody></table></section>")
-    extra = {k: v for k, v in doc.items() if k not in ("rows", "results")}
+    extra = {k: v for k, v in doc.items() if k not in ("rows", "results", "notes")}
     if extra:
         parts.append("<section><details><summary><b>Benchmark settings</b></summary><pre class='json'>"
                      + e(json.dumps(extra, ensure_ascii=False, indent=2, default=str)) + "</pre></details></section>")

@@ -41,7 +41,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from offline_eval.data.schema import DataError
+from offline_eval.data.schema import DataError, printable
 from offline_eval.retrieval import DEFAULT_RETRIEVERS, RETRIEVERS
 from offline_eval.retrieval.chunking import Chunk, chunk_documents, chunks_fingerprint
 from offline_eval.retrieval.corpus import Document, load_corpus
@@ -132,9 +132,11 @@ class BenchResult:
     notes: list[str] = field(default_factory=list)  # the queries the tables leave out, and why
 
 
-def left_out(queries: Sequence[Query], qrels: Qrels | None, use_rageval: bool) -> list[str]:
+def left_out(queries: Sequence[Query], qrels: Qrels | None, use_rageval: bool,
+             docs: Sequence[Document] = ()) -> list[str]:
     """A line for each kind of metric that leaves queries out: how many and why (their rows are None,
-    so the tables' means and counts are over the others)."""
+    so the tables' means and counts are over the others); and one for relevant passages the qrels name
+    that no document of the corpus is (never found, so they pull recall down)."""
     notes = []
     bare = sum(1 for q in queries if not q.references)
     if use_rageval and bare:
@@ -144,7 +146,23 @@ def left_out(queries: Sequence[Query], qrels: Qrels | None, use_rageval: bool) -
     if qrels is not None and unjudged:
         notes.append(f"{unjudged} of {len(queries)} queries have no relevant passage in --qrels: left out of "
                      f"{', '.join(IR_METRICS)}")
+    unknown, relevant = unknown_passages(queries, qrels, docs)
+    if unknown:
+        notes.append(f"{len(unknown)} of the {len(relevant)} relevant passages in --qrels name no document of the "
+                     f"corpus (e.g. {printable(repr(unknown[0]))}): no retriever can find them, so they count "
+                     "as missed in recall and the other IR metrics")
     return notes
+
+
+def unknown_passages(queries: Sequence[Query], qrels: Qrels | None,
+                     docs: Sequence[Document]) -> tuple[list[str], set[str]]:
+    """The relevant passage ids (grade >= 1) of ``queries`` in ``qrels`` that are neither a document id
+    of ``docs`` nor a chunk id of one (``<doc id>#<n>``), sorted; and every relevant id."""
+    relevant = {d for q in queries for d, g in (qrels or {}).get(q.id, {}).items() if g >= 1}
+    if not docs:
+        return [], relevant
+    ids = {d.id for d in docs}
+    return sorted(d for d in relevant if d not in ids and d.rpartition("#")[0] not in ids), relevant
 
 
 # ------------------------------------------------------------------------------------ helpers
@@ -504,11 +522,12 @@ def run_benchmark(config: BenchConfig, *, encoder: Any = None, m3: Any = None, r
 
     compare_metrics = [m for m in ("rageval_recall", "eir", "recall", "ndcg") if m in metrics]
     comparisons = _compare(per_query, names, sizes, ks, compare_metrics)
-    files = write_outputs(out, config, rows, comparisons, per_query, timings, metrics, ks, names, sizes)
+    notes = left_out(queries, qrels, use_rageval, docs)
+    files = write_outputs(out, config, rows, comparisons, per_query, timings, metrics, ks, names, sizes,
+                          notes=notes)
     if answer_files:
         files["answer"] = ", ".join(answer_files)
-    return BenchResult(rows, comparisons, per_query, timings, metrics, files,
-                       notes=left_out(queries, qrels, use_rageval))
+    return BenchResult(rows, comparisons, per_query, timings, metrics, files, notes=notes)
 
 
 def _read_inputs(config: BenchConfig) -> tuple[list[Document], list[Query], Qrels | None]:
@@ -522,6 +541,18 @@ def _read_inputs(config: BenchConfig) -> tuple[list[Document], list[Query], Qrel
                         "(reference_contexts / RAGEval ground_truth.references)", source=str(config.queries))
     if qrels is not None and not any(q.id in qrels for q in queries):
         raise DataError("no query id of the queries file occurs in the qrels", source=str(config.qrels))
+    if qrels is not None:
+        unknown, relevant = unknown_passages(queries, qrels, docs)
+        if not relevant and not any(q.references for q in queries):
+            raise DataError("no query of the queries file has a relevant passage (grade 1 or more) in the qrels: "
+                            "recall, MRR and nDCG have nothing to find", source=str(config.qrels))
+        if relevant and len(unknown) == len(relevant):
+            example = next((d.id for d in docs), None)
+            raise DataError(f"none of the {len(relevant)} relevant passage ids in the qrels is a document id of the "
+                            f"corpus (e.g. {printable(repr(unknown[0]))}; the corpus has "
+                            f"{printable(repr(example)) if example is not None else 'no document'}): every "
+                            "retriever would score 0; write the qrels with the corpus's own ids",
+                            source=str(config.qrels))
     return docs, queries, qrels
 
 
@@ -600,8 +631,9 @@ def plot_metric(metrics: Sequence[str]) -> str:
 def write_outputs(out: Path, config: BenchConfig, rows: list[dict[str, Any]],
                   comparisons: list[dict[str, Any]], per_query: list[dict[str, Any]],
                   timings: list[dict[str, Any]], metrics: Sequence[str], ks: Sequence[int],
-                  retrievers: Sequence[str], sizes: Sequence[int]) -> dict[str, str]:
-    """Write results.csv/json, comparisons.csv, per_query.jsonl and recall_at_k.svg."""
+                  retrievers: Sequence[str], sizes: Sequence[int], notes: Sequence[str] = ()) -> dict[str, str]:
+    """Write results.csv/json, comparisons.csv, per_query.jsonl and recall_at_k.svg; ``notes`` (what the
+    tables leave out or cannot find, :func:`left_out`) go into results.json for the report to show."""
     from offline_eval.retrieval.plot import recall_chart
 
     files = {"results_csv": out / "results.csv", "results_json": out / "results.json",
@@ -639,7 +671,7 @@ def write_outputs(out: Path, config: BenchConfig, rows: list[dict[str, Any]],
     if config.rerank is not None:
         settings.update({"rerank": str(config.rerank), "rerank_depth": config.rerank_depth,
                          "rerank_max_length": config.rerank_max_length, "reranked": list(config.reranked)})
-    payload = {"config": settings, "metrics": list(metrics), "results": rows,
+    payload = {"config": settings, "metrics": list(metrics), "notes": list(notes), "results": rows,
                "comparisons": comparisons, "timings": timings}
     files["results_json"].write_text(json.dumps(payload, indent=1, ensure_ascii=False), encoding="utf-8")
     metric = plot_metric(metrics)

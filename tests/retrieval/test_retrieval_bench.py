@@ -152,6 +152,41 @@ def test_benchmark_needs_something_to_score(tmp_path: Path) -> None:
                                   retrievers=("bm25",), show_progress=False))
 
 
+def test_qrels_whose_passages_the_corpus_does_not_hold_are_refused_or_said(tmp_path: Path) -> None:
+    """An id mismatch between the qrels and the corpus read as "every retriever finds nothing": qrels that
+    name no document of the corpus are refused in one line, qrels that name some are said beside the
+    figures (terminal, results.json, the report), and qrels with no relevant passage at all are refused."""
+    from offline_eval.data.schema import DataError
+    from offline_eval.report.html import write_retrieval_report
+
+    corpus, _, qrels = _write(tmp_path)
+    queries = tmp_path / "bare_queries.jsonl"  # no reference passages: the qrels are all there is to score
+    queries.write_text("\n".join(json.dumps({k: v for k, v in q.items() if k != "reference_contexts"})
+                                  for q in QUERIES), encoding="utf-8")
+    config = BenchConfig(corpus=corpus, queries=queries, qrels=qrels, output=tmp_path / "o",
+                         retrievers=("bm25",), top_k=(1,), chunk_sizes=(40,), show_progress=False)
+    prefixed = tmp_path / "prefixed.txt"
+    prefixed.write_text("q1 0 docs/acme 1\nq2 0 docs/zenith 1\n", encoding="utf-8")
+    with pytest.raises(DataError, match=r"none of the 2 relevant passage ids in the qrels is a document id of the "
+                                        r"corpus \(e.g. 'docs/acme'; the corpus has 'acme'\)") as info:
+        run_benchmark(BenchConfig(**{**config.__dict__, "qrels": prefixed}))
+    assert "\n" not in str(info.value)
+    unjudged = tmp_path / "zero.txt"
+    unjudged.write_text("q1 0 acme 0\nq2 0 zenith 0\n", encoding="utf-8")
+    with pytest.raises(DataError, match="no query of the queries file has a relevant passage"):
+        run_benchmark(BenchConfig(**{**config.__dict__, "qrels": unjudged}))
+
+    some = tmp_path / "some.txt"
+    some.write_text("q1 0 acme 1\nq2 0 zenith 1\nq3 0 docs/orbit 1\n", encoding="utf-8")
+    result = run_benchmark(BenchConfig(**{**config.__dict__, "qrels": some}))
+    said = [n for n in result.notes if "name no document of the corpus" in n]
+    assert said == ["1 of the 3 relevant passages in --qrels name no document of the corpus (e.g. 'docs/orbit'): no "
+                    "retriever can find them, so they count as missed in recall and the other IR metrics"]
+    assert json.loads((tmp_path / "o" / "results.json").read_text())["notes"] == result.notes
+    html = write_retrieval_report(tmp_path / "o").read_text(encoding="utf-8")
+    assert "id='retrieval-notes'" in html and "name no document of the corpus (e.g. &#x27;docs/orbit&#x27;)" in html
+
+
 def test_cli_registers_and_runs_bm25(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     corpus, queries, qrels = _write(tmp_path)
     parser = argparse.ArgumentParser(prog="offline-eval")
