@@ -16,6 +16,7 @@ from typing import Callable, Iterable, Iterator, Sequence
 import numpy as np
 
 from offline_eval.records import MetricSummary
+from offline_eval.thresholds import MIN_PAIRS
 
 DEFAULT_RESAMPLES = 2000
 DEFAULT_SEED = 20240531
@@ -45,10 +46,12 @@ def bootstrap_means(data: np.ndarray, resamples: int, rng: np.random.Generator) 
 
 def bootstrap_ci(values: Sequence[float], *, resamples: int = DEFAULT_RESAMPLES,
                  seed: int = DEFAULT_SEED, level: float = 0.95) -> tuple[float, float] | None:
-    """Percentile bootstrap interval of the mean; None for fewer than two values (one value has no
-    spread to resample: its "interval" would be the value itself, a certainty it does not hold)."""
+    """Percentile bootstrap interval of the mean; None for fewer than ``MIN_PAIRS`` values. A percentile
+    interval never reaches past the smallest and largest value, and on n values even that range holds the
+    middle of their distribution with probability 1 - 2/2**n only, under 95% below six: a "95%" interval
+    from two to five rows would claim what they cannot hold (and one value has no spread at all)."""
     data = np.asarray(values, dtype=float)
-    if data.size < 2:
+    if data.size < MIN_PAIRS:
         return None
     means = bootstrap_means(data, resamples, np.random.default_rng(seed))
     alpha = (1.0 - level) / 2.0
@@ -64,7 +67,7 @@ def summarize(values: Iterable[float | None], reasons: Iterable[str | None] = ()
     if not scored:
         return MetricSummary(None, None, None, 0, n_unscored, dict(reason_counts))
     data = np.asarray(scored)
-    std = float(data.std(ddof=1)) if data.size > 1 else 0.0
+    std = float(data.std(ddof=1)) if data.size > 1 else None  # one value has no spread to measure
     return MetricSummary(float(data.mean()), std, bootstrap_ci(scored), len(scored), n_unscored,
                          dict(reason_counts))
 

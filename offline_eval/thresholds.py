@@ -27,7 +27,8 @@ MIN_LABELS_PER_CLASS = 10
 # same way, the exact sign-flip test on n pairs cannot go below 2/2**n (0.0625 at 5 pairs, 0.031 at 6), so
 # nothing fewer can tell a change from chance at p < 0.05, while the bootstrap over a handful of pairs gives
 # an interval as narrow as their spread (zero width on one pair) and a p-value at its floor. `compare` shows
-# no interval below it and `--fail-on-regression` refuses to gate on it.
+# no interval below it and `--fail-on-regression` refuses to gate on it; a run's mean shows none below it
+# either (the same 2/2**n bounds what the range of n values can hold), nor the retriever benchmark's deltas.
 MIN_PAIRS = 6
 # Pairwise agreement with people (`agreement --protocol pairwise`) is a share of labelled pairs: on fewer
 # than this many, one pair more moves it by a tenth or more, and its bootstrap interval over a handful of

@@ -21,7 +21,7 @@ from offline_eval.records import (
     MetricSummary, ResultRow, RunSummary, finite, metric_names, text_of,
 )
 from offline_eval.runlog import RESULTS, SUMMARY, RunLogError, read_results, rows_short, run_info, summary_dict
-from offline_eval.thresholds import too_few_shared_labels
+from offline_eval.thresholds import MIN_PAIRS, too_few_shared_labels
 
 
 def lower_is_better(metric: str, entry: MetricSummary | Mapping[str, Any] | None = None) -> bool:
@@ -182,6 +182,15 @@ def kappa_shown(pair: Mapping[str, Any]) -> str:
     n = pair.get("n")
     n = n if isinstance(n, int) and not isinstance(n, bool) else 0
     return too_few_shared_labels(n) or f"{fmt_num(pair.get('kappa'), 2)} (n {n})"
+
+
+def fmt_interval(ci: Any, n: Any, unit: str = "rows") -> str:
+    """A mean's 95% interval as :func:`fmt_ci` writes it; where it is absent because the mean rests on
+    fewer than ``MIN_PAIRS`` ``unit`` (:func:`offline_eval.stats.bootstrap_ci` gives none), it says so."""
+    text = fmt_ci(ci)
+    if text == "—" and isinstance(n, int) and not isinstance(n, bool) and 0 < n < MIN_PAIRS:
+        return f"— (fewer than {MIN_PAIRS} {unit})"
+    return text
 
 
 def calibration_notes(metrics: Mapping[str, MetricSummary]) -> list[str]:

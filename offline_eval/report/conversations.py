@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from typing import Any, Mapping
 
 from offline_eval.records import finite, text_of
-from offline_eval.report._run import RunData, e, fmt_ci, lower_is_better
+from offline_eval.report._run import RunData, e, fmt_interval, lower_is_better
 from offline_eval.report.badges import ci_bar, pill
 
 __all__ = ["Conversation", "conversations_of", "placements", "conversations_section", "history_html",
@@ -161,7 +161,8 @@ def _overview(section: Mapping[str, Any], metrics: list[str], lower: set[str]) -
         rows.append(f"<tr data-metric='{e(m)}'><td class='metric'>{e(m)}"
                     + (" <span class='muted small'>(lower is better)</span>" if low else "") + "</td>"
                     f"<td class='num'>{_count(entry.get('n_conversations'))}</td>"
-                    f"<td class='num'>{pill(mean, lower=low)}</td><td class='num'>{e(fmt_ci(ci))}</td>"
+                    f"<td class='num'>{pill(mean, lower=low)}</td>"
+                    f"<td class='num'>{e(fmt_interval(ci, entry.get('n_conversations'), 'conversations'))}</td>"
                     f"<td>{ci_bar(mean, ci)}</td>"
                     f"<td class='num'>{pill(finite(entry.get('worst_turn_mean')), lower=low)}</td></tr>")
     return ("<table class='summary' id='conversation-metrics'><thead><tr><th>metric</th>"

@@ -22,8 +22,8 @@ from typing import Any, Iterable
 from offline_eval.records import MetricSummary, ResultRow
 from offline_eval.report import assets, svg
 from offline_eval.report._run import (
-    RunData, calibration_notes, e, fmt_ci, fmt_num, kappa_shown, load_run, lower_is_better, partial_notes, str_list,
-    text_of,
+    RunData, calibration_notes, e, fmt_ci, fmt_interval, fmt_num, kappa_shown, load_run, lower_is_better, partial_notes,
+    str_list, text_of,
 )
 from offline_eval.report.badges import ci_bar, pill
 from offline_eval.report.conversations import (
@@ -32,6 +32,7 @@ from offline_eval.report.conversations import (
 from offline_eval.report.evidence import evidence_html
 from offline_eval.report.shares import DEFAULT_LINE, decision_line
 from offline_eval.runlog import REPORT, write_atomic
+from offline_eval.thresholds import MIN_PAIRS
 
 __all__ = ["write_report", "render_report", "write_retrieval_report", "render_retrieval_report",
            "page", "load_run", "partial_notes", "REPORT_FILE", "RETRIEVAL_REPORT_FILE"]
@@ -220,7 +221,7 @@ def _summary_section(data: RunData, metrics: list[str]) -> str:
         rows.append(
             f"<tr data-metric='{e(m)}'><td class='metric'>{e(m)}{dir_html}</td>"
             f"<td class='num'>{pill(s.mean, lower=lower)}</td>"
-            f"<td class='num'>{e(fmt_ci(s.ci95))}</td><td>{ci_bar(s.mean, s.ci95)}</td>"
+            f"<td class='num'>{e(fmt_interval(s.ci95, s.n_scored))}</td><td>{ci_bar(s.mean, s.ci95)}</td>"
             f"<td class='num'>{e(fmt_num(s.std))}</td>"
             f"<td class='num'>{s.n_scored}</td>"
             f"<td class='num'>{s.n_unscored}</td>"
@@ -229,7 +230,8 @@ def _summary_section(data: RunData, metrics: list[str]) -> str:
             "<th>metric</th><th class='num'>mean</th><th class='num'>95% interval</th><th></th>"
             "<th class='num'>std</th><th class='num'>scored</th><th class='num'>unscored</th>"
             "<th>unscored reasons</th></tr></thead><tbody>" + "".join(rows) + "</tbody></table>"
-            "<p class='muted small'>Interval: percentile bootstrap of the mean over scored samples. "
+            "<p class='muted small'>Interval: percentile bootstrap of the mean over scored samples, none "
+            f"under {MIN_PAIRS} of them (even their whole range holds the mean less often than 95%). "
             "Unscored samples (missing fields, nothing to score, unparseable judge output) are "
             "excluded from the mean, never counted as zero.</p></section>")
 

@@ -12,7 +12,7 @@ from typing import IO, Any, Mapping
 from offline_eval.data.schema import printable
 from offline_eval.records import MetricSummary, RunSummary
 from offline_eval.report._run import (
-    as_run_summary, calibration_notes, fmt_ci, fmt_num, kappa_shown, lower_is_better,
+    as_run_summary, calibration_notes, fmt_ci, fmt_interval, fmt_num, kappa_shown, lower_is_better,
 )
 
 __all__ = ["print_summary", "format_summary", "format_estimates", "format_conversations"]
@@ -33,7 +33,7 @@ def _unscored(entry: MetricSummary) -> str:
 
 
 def _rows(summary: RunSummary) -> list[tuple[str, float | None, list[str]]]:
-    return [(name, e.mean, [name, fmt_num(e.mean), fmt_ci(e.ci95), str(e.n_scored), _unscored(e)])
+    return [(name, e.mean, [name, fmt_num(e.mean), fmt_interval(e.ci95, e.n_scored), str(e.n_scored), _unscored(e)])
             for name, e in summary.metrics.items()]
 
 
@@ -99,7 +99,9 @@ def format_conversations(conversations: Any) -> list[str]:
         if isinstance(entry, Mapping):
             ci = entry.get("ci95")
             rows.append([printable(str(name)), printable(str(entry.get("n_conversations", "-"))),
-                         fmt_num(entry.get("mean")), fmt_ci(ci if isinstance(ci, list) else None),
+                         fmt_num(entry.get("mean")),
+                         fmt_interval(ci if isinstance(ci, list) else None, entry.get("n_conversations"),
+                                      "conversations"),
                          fmt_num(entry.get("worst_turn_mean"))])
     widths = [max(len(r[i]) for r in rows) for i in range(len(_CONV_HEAD))]
     title = (f"per conversation ({printable(str(conversations.get('n_conversations', '?')))} conversations, "

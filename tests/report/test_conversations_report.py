@@ -147,7 +147,7 @@ def test_the_conversation_table_gives_each_metric_over_conversations(tmp_path: P
         row = overview.split(f"<tr data-metric='{metric}'>", 1)[1].split("</tr>", 1)[0]
         assert f"<td class='num'>{entry['n_conversations']}</td>" in row
         assert f"{entry['mean']:.3f}</span>" in row and f"{entry['worst_turn_mean']:.3f}</span>" in row
-        assert f"[{entry['ci95'][0]:.3f}, {entry['ci95'][1]:.3f}]" in row
+        assert entry["ci95"] is None and "— (fewer than 6 conversations)" in row  # four: no interval
     assert "(lower is better)" in overview.split("<tr data-metric='hallucination_rate'>", 1)[1].split("</tr>")[0]
 
 

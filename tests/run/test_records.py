@@ -111,12 +111,28 @@ def test_hand_edited_values_read_as_unscored_or_empty():
 
 def test_one_scored_row_gives_a_mean_and_no_interval():
     """A single value has no spread to resample: its summary carries the mean and no 95% interval (it read
-    [v, v], a certainty one row does not hold), and the terminal table shows none."""
-    from offline_eval.report._run import fmt_ci
+    [v, v], a certainty one row does not hold) and no standard deviation (it read 0.000), and the terminal
+    table says why there is no interval."""
+    from offline_eval.report._run import fmt_interval
     from offline_eval.stats import summarize
 
     one = summarize([0.286, None], ["missing_field:answer"])
-    assert (one.mean, one.ci95, one.n_scored, one.n_unscored) == (0.286, None, 1, 1)
-    assert fmt_ci(one.ci95) == "—"
-    two = summarize([0.2, 0.6])
-    assert two.ci95 is not None and two.ci95[0] < two.ci95[1]
+    assert (one.mean, one.ci95, one.std, one.n_scored, one.n_unscored) == (0.286, None, None, 1, 1)
+    assert fmt_interval(one.ci95, one.n_scored) == "— (fewer than 6 rows)"
+
+
+def test_a_mean_of_fewer_than_six_rows_has_no_interval():
+    """A percentile interval never reaches past the smallest and largest value, and on n values even that
+    range holds the middle of their distribution with probability 1 - 2/2**n only (under 95% below six): two
+    rows' "[0.2, 0.6]" claimed a 95% certainty they cannot hold. The terminal table and the page say why
+    the interval is absent; from six rows up there is one."""
+    from offline_eval.records import RunSummary
+    from offline_eval.report.terminal import format_summary
+    from offline_eval.stats import summarize
+    from offline_eval.thresholds import MIN_PAIRS
+
+    few = summarize([0.2, 0.6, 0.3, 0.9, 0.5])
+    assert few.ci95 is None and few.std is not None and MIN_PAIRS == 6
+    assert "— (fewer than 6 rows)" in format_summary(RunSummary({"rouge_l": few}))
+    enough = summarize([0.2, 0.6, 0.3, 0.9, 0.5, 0.4])
+    assert enough.ci95 is not None and enough.ci95[0] < enough.mean < enough.ci95[1]
