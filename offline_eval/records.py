@@ -173,7 +173,9 @@ class ResultRow:
 class MetricSummary:
     """One metric's entry in summary.json: mean, sample standard deviation, bootstrap 95% interval,
     scored and unscored counts with the reasons, then ``higher_is_better`` (the direction the run's
-    metric declared; None: not recorded, a summary from before it was) and ``calibration``.
+    metric declared; None: not recorded, a summary from before it was), ``value_range`` (the values it
+    takes, as it declared them; None: not recorded, or not two increasing finite numbers) and
+    ``calibration``.
 
     ``calibration_checked``: the metric uses models, so the run looked for a calibration fitted for
     them; ``calibration`` is the one it used (what :meth:`Calibration.describe` records, with the share
@@ -189,11 +191,14 @@ class MetricSummary:
     higher_is_better: bool | None = None
     calibration: Mapping[str, Any] | None = None
     calibration_checked: bool = False
+    value_range: tuple[float, float] | None = None
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> "MetricSummary":
         ci = data.get("ci95")
         bounds = [finite(x) for x in ci] if isinstance(ci, (list, tuple)) and len(ci) == 2 else [None]
+        span = data.get("value_range")
+        ends = [finite(x) for x in span] if isinstance(span, (list, tuple)) and len(span) == 2 else [None]
         direction = data.get("higher_is_better")
         calibration = data.get("calibration")
         return cls(finite(data.get("mean")), finite(data.get("std")),
@@ -201,7 +206,8 @@ class MetricSummary:
                    _count(data.get("n_scored")), _count(data.get("n_unscored")),
                    {str(k): _count(v) for k, v in _mapping(data.get("unscored_reasons")).items()},
                    direction if isinstance(direction, bool) else None,
-                   dict(calibration) if isinstance(calibration, Mapping) else None, "calibration" in data)
+                   dict(calibration) if isinstance(calibration, Mapping) else None, "calibration" in data,
+                   (ends[0], ends[1]) if None not in ends and ends[0] < ends[1] else None)
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {"mean": self.mean, "std": self.std, "ci95": list(self.ci95) if self.ci95 else None,
@@ -209,6 +215,8 @@ class MetricSummary:
                                "unscored_reasons": dict(self.unscored_reasons)}
         if self.higher_is_better is not None:
             out["higher_is_better"] = self.higher_is_better
+        if self.value_range is not None:
+            out["value_range"] = list(self.value_range)
         if self.calibration_checked:
             out["calibration"] = self.calibration
         return out

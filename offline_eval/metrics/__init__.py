@@ -102,12 +102,25 @@ def metric_classes() -> dict[str, type[Metric]]:
 def is_higher_better(metric: str, summary: MetricSummary | Mapping[str, Any] | None = None) -> bool:
     """The direction of ``metric``: what the run's summary recorded for it, else what the metric class of
     that name declares (a summary written before the direction was recorded), else higher."""
+    return _declared(metric, summary, "higher_is_better")
+
+
+def value_range_of(metric: str, summary: MetricSummary | Mapping[str, Any] | None = None) -> tuple[float, float]:
+    """The values ``metric`` takes (:attr:`Metric.value_range`): what the run's summary recorded for it,
+    else what the metric class of that name declares (a summary written before the range was recorded),
+    else [0, 1]."""
+    return _declared(metric, summary, "value_range")
+
+
+def _declared(metric: str, summary: MetricSummary | Mapping[str, Any] | None, fact: str) -> Any:
+    """A fact of ``metric`` that its summary entry records and its class declares: the entry's, else the
+    class's, else :class:`Metric`'s default."""
     if isinstance(summary, Mapping):
         summary = MetricSummary.from_dict(summary)
-    if summary is not None and summary.higher_is_better is not None:
-        return summary.higher_is_better
-    cls = metric_classes().get(metric)
-    return cls.higher_is_better if cls is not None else True
+    recorded = getattr(summary, fact) if summary is not None else None
+    if recorded is not None:
+        return recorded
+    return getattr(metric_classes().get(metric, Metric), fact)
 
 
 def metric_options() -> dict[str, tuple[type[Metric], str]]:

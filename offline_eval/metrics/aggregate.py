@@ -54,6 +54,7 @@ class Aggregate:
     asked_by: ClassVar[tuple[str, ...]] = ("aggregate", "ragas_score")  # names that add it to a run
     description: ClassVar[str] = "weighted harmonic mean of the other chosen metrics (ragas_score)"
     higher_is_better: ClassVar[bool] = True
+    value_range: ClassVar[tuple[float, float]] = (0.0, 1.0)
 
     def __init__(self, metrics: Iterable[Metric], weights: Mapping[str, float] | None = None) -> None:
         self.goodness = {m.name: m.goodness for m in metrics}

@@ -194,6 +194,14 @@ def as_score(result: Any) -> Score:
     return Score.unscored(reasons.NO_SCORE, f"the metric returned {type(result).__name__}")
 
 
+def goodness_on(value: float, value_range: tuple[float, float] = (0.0, 1.0), higher_is_better: bool = True) -> float:
+    """``value`` on a scale shared by every metric: 0 its worst, 1 its best (``value_range`` read in the
+    direction ``higher_is_better`` gives, clipped to it). The aggregate and the reports' colours read it."""
+    low, high = value_range
+    share = min(max((value - low) / (high - low), 0.0), 1.0)
+    return share if higher_is_better else 1.0 - share
+
+
 @dataclass(frozen=True)
 class NoOptions:
     """The options of a metric that has none of its own."""
@@ -205,7 +213,8 @@ class Metric:
     :func:`start`), ``roles`` (models used) and,
     for a metric where a smaller value is the better one, ``higher_is_better = False`` (recorded in
     summary.json; reports, gates and comparisons read it from there), and ``value_range`` for one whose
-    values are not in [0, 1] (the aggregate puts every metric on one scale with :meth:`goodness`).
+    values are not in [0, 1] (recorded in summary.json too, for the reports' colours; the aggregate puts
+    every metric on one scale with :meth:`goodness`).
     ``evidence`` declares what its Score's metadata holds (:mod:`offline_eval.metrics.evidence`), which
     the report draws from; without it the report draws the metadata from its shape.
     ``question_for_people``: what ``offline-eval review`` asks a person about a sample for this metric.
@@ -264,11 +273,9 @@ class Metric:
 
     @classmethod
     def goodness(cls, value: float) -> float:
-        """``value`` on a scale shared by every metric: 0 its worst, 1 its best (``value_range`` read in
-        the metric's direction, clipped to it)."""
-        low, high = cls.value_range
-        share = min(max((value - low) / (high - low), 0.0), 1.0)
-        return share if cls.higher_is_better else 1.0 - share
+        """``value`` on a scale shared by every metric: 0 its worst, 1 its best (:func:`goodness_on` with
+        the metric's ``value_range`` and direction)."""
+        return goodness_on(value, cls.value_range, cls.higher_is_better)
 
     def config(self) -> dict[str, Any]:
         """What changes this metric's value besides the run's settings and models: its options and its

@@ -33,6 +33,31 @@ def lower_is_better(metric: str, entry: MetricSummary | Mapping[str, Any] | None
     return not is_higher_better(metric, entry)
 
 
+@dataclass(frozen=True)
+class Scale:
+    """How a report reads a metric's values: the range they lie in and which end is the better one, so
+    that a colour or a bar means the same for rubrics_score's 1-5 as for a share in [0, 1]."""
+
+    low: float = 0.0
+    high: float = 1.0
+    lower_is_better: bool = False
+
+    def goodness(self, value: float) -> float:
+        """``value`` in [0, 1], 1 the best (:func:`~offline_eval.metrics.base.goodness_on`)."""
+        from offline_eval.metrics.base import goodness_on
+
+        return goodness_on(value, (self.low, self.high), not self.lower_is_better)
+
+
+def scale_of(metric: str, entry: MetricSummary | Mapping[str, Any] | None = None) -> Scale:
+    """The :class:`Scale` of ``metric``: its range and direction as the run's summary entry records them,
+    else as the metric class of that name declares them (:func:`lower_is_better`)."""
+    from offline_eval.metrics import value_range_of
+
+    low, high = value_range_of(metric, entry)
+    return Scale(low, high, lower_is_better(metric, entry))
+
+
 @dataclass
 class RunData:
     """One run directory, loaded: summary.json and results.jsonl as records."""

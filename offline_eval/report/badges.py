@@ -6,31 +6,26 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from offline_eval.report._run import e, fmt_num
+from offline_eval.report._run import Scale, e, fmt_num
 
-__all__ = ["goodness", "pill", "ci_bar"]
+__all__ = ["pill", "ci_bar"]
 
-
-def goodness(value: float, lower: bool = False) -> float:
-    """Map a score to [0, 1] where 1 is best: ``lower`` for a metric where a smaller value is better
-    (as the run's summary records it, :func:`~offline_eval.report._run.lower_is_better`)."""
-    v = min(max(value, 0.0), 1.0)
-    return 1.0 - v if lower else v
+_UNIT = Scale()
 
 
-def pill(value: float | None, reason: str | None = None, *, lower: bool = False) -> str:
-    """A score badge coloured from red (bad) to green (good), ``lower`` as in :func:`goodness`; grey
-    with the reason if unscored."""
+def pill(value: float | None, reason: str | None = None, *, scale: Scale = _UNIT) -> str:
+    """A score badge coloured from red (the worst of the metric's ``scale``) to green (its best), as the
+    run records the metric (:func:`~offline_eval.report._run.scale_of`); grey with the reason if unscored."""
     if value is None:
         tip = f" title='{e(reason)}'" if reason else ""
         return f"<span class='pill na'{tip}>n/a</span>"
-    hue = round(goodness(value, lower) * 120)
+    hue = round(scale.goodness(value) * 120)
     return (f"<span class='pill' style='background:hsl({hue},62%,86%);color:hsl({hue},70%,22%)'>"
             f"{fmt_num(value)}</span>")
 
 
-def ci_bar(mean: Any, ci: Any, *, width: int = 140, lo: float = 0.0, hi: float = 1.0) -> str:
-    """A tiny inline SVG showing the mean and its interval on [lo, hi]."""
+def ci_bar(mean: Any, ci: Any, *, width: int = 140, scale: Scale = _UNIT) -> str:
+    """A tiny inline SVG showing the mean and its interval on the metric's range (``scale``)."""
     if not isinstance(mean, (int, float)) or not (isinstance(ci, (list, tuple)) and len(ci) == 2):
         return ""
     try:
@@ -39,7 +34,7 @@ def ci_bar(mean: Any, ci: Any, *, width: int = 140, lo: float = 0.0, hi: float =
         return ""
     if not all(math.isfinite(x) for x in (a, b, m)):
         return ""
-    lo, hi = min(lo, a, m), max(hi, b, m)
+    lo, hi = min(scale.low, a, m), max(scale.high, b, m)
 
     def sx(v: float) -> float:
         return 4 + (v - lo) / (hi - lo) * (width - 8)

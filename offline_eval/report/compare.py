@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Mapping
 
-from offline_eval.report._run import RunData, e, load_run, lower_is_better, partial_notes, text_of
+from offline_eval.report._run import RunData, Scale, e, load_run, partial_notes, scale_of, text_of
 from offline_eval.text import counted
 from offline_eval.thresholds import DEFAULT_MAX_UNSCORED, MIN_PAIRS
 
@@ -82,6 +82,12 @@ class MetricComparison:
     n_either: int = 0  # scored in either run: those scored in both, those the other left unscored, those B lacks
     missing_in_b: int = 0  # scored in A, and B does not have them
     n_both: int = 0  # scored in both runs: the pairs' samples, or the turns the paired conversations' means are over
+    value_range: tuple[float, float] = (0.0, 1.0)  # the values the metric takes, as the runs record it
+
+    @property
+    def scale(self) -> Scale:
+        """How the report colours the metric's means and scores."""
+        return Scale(*self.value_range, self.lower_is_better)
 
     @property
     def too_few(self) -> bool:
@@ -219,9 +225,8 @@ def compare_runs(run_a: str | Path | RunData, run_b: str | Path | RunData, *, al
     units = _samples if by == "sample" else _conversations
     ia, ib = units(a, shared), units(b, shared)
     common = [key for key in ia if key in ib]
-    metrics = [_compare_metric(m, ia, ib, common, lower_is_better(m, b.metric_summaries.get(m)
-                                                                  or a.metric_summaries.get(m)), alpha, top)
-               for m in shared]
+    metrics = [_compare_metric(m, ia, ib, common, scale_of(m, b.metric_summaries.get(m) or a.metric_summaries.get(m)),
+                               alpha, top) for m in shared]
     return Comparison(
         a.path, b.path, _label(a), _label(b), len(common),
         [key for key in ia if key not in ib], [key for key in ib if key not in ia], metrics,
@@ -232,13 +237,14 @@ def compare_runs(run_a: str | Path | RunData, run_b: str | Path | RunData, *, al
          for note in partial_notes(data)])
 
 
-def _compare_metric(m: str, ia: dict[str, _Unit], ib: dict[str, _Unit], common: list[str], lib: bool,
+def _compare_metric(m: str, ia: dict[str, _Unit], ib: dict[str, _Unit], common: list[str], scale: Scale,
                     alpha: float, top: int) -> MetricComparison:
     """One metric's paired comparison over the units scored in both runs, each unit's value in either run
     the mean over its parts both scored; ``n_either`` also counts the parts one run scored that the other
     left unscored or lacks, which a gate holds against the run that lacks them."""
     from offline_eval.stats import paired_bootstrap
 
+    lib, span = scale.lower_is_better, (scale.low, scale.high)
     pairs: list[SampleDelta] = []
     either = both = missing_in_b = 0
     for key in common:
@@ -264,18 +270,18 @@ def _compare_metric(m: str, ia: dict[str, _Unit], ib: dict[str, _Unit], common: 
                         if values[m] is not None)
     either += both + missing_in_b
     if not pairs:
-        return MetricComparison(m, 0, None, None, None, None, None, lib, [], alpha, either, missing_in_b)
+        return MetricComparison(m, 0, None, None, None, None, None, lib, [], alpha, either, missing_in_b, both, span)
     worse = [p for p in pairs if (p.delta > 0 if lib else p.delta < 0)]
     worse.sort(key=lambda p: (-p.delta if lib else p.delta, p.id))
     mean_a, mean_b = sum(p.a for p in pairs) / len(pairs), sum(p.b for p in pairs) / len(pairs)
     if len(pairs) < MIN_PAIRS:  # a delta, but no interval or p-value to act on
         delta = sum(p.delta for p in pairs) / len(pairs)
         return MetricComparison(m, len(pairs), mean_a, mean_b, delta, None, None, lib, worse[:top], alpha, either,
-                                missing_in_b, both)
+                                missing_in_b, both, span)
     result = paired_bootstrap([p.a for p in pairs], [p.b for p in pairs])
     return MetricComparison(
         m, result.n_pairs, mean_a, mean_b, result.delta, (float(result.ci95[0]), float(result.ci95[1])),
-        float(result.p_value), lib, worse[:top], alpha, either, missing_in_b, both)
+        float(result.p_value), lib, worse[:top], alpha, either, missing_in_b, both, span)
 
 
 def _num(v: float | None, digits: int = 3, sign: bool = False) -> str:
@@ -472,19 +478,24 @@ def print_comparison(comparison: Comparison, file: IO[str] | None = None) -> Non
 # ----------------------------------------------------------------------------- HTML
 
 def _span(metrics: list[MetricComparison]) -> float:
-    """The half-width shared by every metric's forest plot, so their intervals compare by eye."""
-    ends = [abs(x) for m in metrics if m.ci95 is not None and m.delta is not None
+    """The half-width shared by every metric's forest plot, so their intervals compare by eye: in shares of
+    each metric's range, so that rubrics_score's 1-5 does not squeeze the others' [0, 1] to a point."""
+    ends = [abs(x) / _extent(m) for m in metrics if m.ci95 is not None and m.delta is not None
             for x in (m.ci95[0], m.ci95[1], m.delta)]
     return max(ends + [0.05]) * 1.15
 
 
+def _extent(m: MetricComparison) -> float:
+    return m.value_range[1] - m.value_range[0]
+
+
 def _forest(m: MetricComparison, span: float, width: int = 220) -> str:
-    """A small inline SVG: the delta and its interval around a zero line, on [-span, span]."""
+    """A small inline SVG: the delta and its interval around a zero line, on [-span, span] (:func:`_span`)."""
     if m.delta is None or m.ci95 is None:
         return ""
 
     def sx(v: float) -> float:
-        return width / 2 + v / span * (width / 2 - 6)
+        return width / 2 + v / _extent(m) / span * (width / 2 - 6)
 
     colour = "#c62828" if m.regressed else "#1a7f37" if m.improved else "#5b6573"
     return (f"<svg class='ci-bar' width='{width}' height='18' viewBox='0 0 {width} 18' aria-hidden='true'>"
@@ -512,8 +523,8 @@ def render_comparison_html(comparison: Comparison) -> str:
         rows.append(
             f"<tr data-metric='{e(m.name)}' data-verdict='{e(flag)}'><td><b>{e(m.name)}</b>"
             + (" <span class='muted small'>(lower is better)</span>" if m.lower_is_better else "") + "</td>"
-            f"<td class='num'>{pill(m.mean_a, lower=m.lower_is_better)}</td>"
-            f"<td class='num'>{pill(m.mean_b, lower=m.lower_is_better)}</td>"
+            f"<td class='num'>{pill(m.mean_a, scale=m.scale)}</td>"
+            f"<td class='num'>{pill(m.mean_b, scale=m.scale)}</td>"
             f"<td class='num {d_cls}' data-v='{'' if m.delta is None else repr(m.delta)}'>{_num(m.delta, sign=True)}</td>"
             f"<td class='num'>{e(_ci(m.ci95))}</td><td>{_forest(m, span)}</td>"
             f"<td class='num' data-v='{'' if m.p_value is None else repr(m.p_value)}'>{e(_p(m.p_value))}</td>"
@@ -551,8 +562,8 @@ def _most_regressed_html(m: MetricComparison, unit: str) -> str:
                    f"<div><div class='label muted small'>B</div><div class='text'>{e(s.answer_b)}</div></div>"
                    "</div></details>") if s.answer_a or s.answer_b else ""
         items.append(
-            f"<tr><td>{e(s.id)}</td><td class='num'>{pill(s.a, lower=m.lower_is_better)}</td>"
-            f"<td class='num'>{pill(s.b, lower=m.lower_is_better)}</td>"
+            f"<tr><td>{e(s.id)}</td><td class='num'>{pill(s.a, scale=m.scale)}</td>"
+            f"<td class='num'>{pill(s.b, scale=m.scale)}</td>"
             f"<td class='num delta-neg'>{s.delta:+.3f}</td><td><div class='text'>{e(s.question[:300])}</div>"
             f"{answers}</td></tr>")
     first = "question" if unit == "sample" else "turns, first question"

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from typing import Any, Mapping
 
 from offline_eval.records import finite, text_of
-from offline_eval.report._run import RunData, e, fmt_interval, lower_is_better
+from offline_eval.report._run import RunData, Scale, e, fmt_interval, scale_of
 from offline_eval.report.badges import ci_bar, pill
 
 __all__ = ["Conversation", "conversations_of", "placements", "conversations_section", "history_html",
@@ -122,10 +122,10 @@ def conversations_section(data: RunData, metrics: list[str], anchors: list[str],
     if not conversations:
         return ""
     section = data.summary.conversations or {}
-    lower = {m for m in metrics if lower_is_better(m, data.metric_summaries.get(m))}
+    scales = {m: scale_of(m, data.metric_summaries.get(m)) for m in metrics}
     shown = [m for m in metrics if any(m in c.metrics for c in conversations)]
-    order = sorted(range(len(conversations)), key=lambda i: _badness(conversations[i], shown[:1], lower, i))
-    rows = "".join(_conversation_rows(data, conversations[i], i, shown, lower, anchors) for i in order)
+    order = sorted(range(len(conversations)), key=lambda i: _badness(conversations[i], shown[:1], scales, i))
+    rows = "".join(_conversation_rows(data, conversations[i], i, shown, scales, anchors) for i in order)
     options = "".join(f"<option value='m{i}'>worst first by {e(m)}: conversation mean</option>"
                       f"<option value='w{i}'>worst first by {e(m)}: worst turn</option>"
                       for i, m in enumerate(shown)) + "<option value='pos'>dataset order</option>"
@@ -143,28 +143,28 @@ def conversations_section(data: RunData, metrics: list[str], anchors: list[str],
     return ("<section id='conversations'><h2>Conversations</h2>"
             f"<p class='muted small'>{e(counts)}. Each conversation counts once: its mean over its scored "
             "turns, and its worst turn (the lowest score, the highest where lower is better).</p>"
-            + _overview(section, metrics, lower)
+            + _overview(section, metrics, scales)
             + "<h3>Each conversation</h3><p class='muted small'>The worst first; click a row for its turns in "
             f"order, a turn's id for its evidence.</p>{controls}<div class='table-wrap'><table id='conversation-list'>"
             "<thead><tr><th></th><th>conversation</th><th class='num'>turns</th>"
             f"{heads}</tr></thead>{rows}</table></div></section>")
 
 
-def _overview(section: Mapping[str, Any], metrics: list[str], lower: set[str]) -> str:
+def _overview(section: Mapping[str, Any], metrics: list[str], scales: dict[str, Scale]) -> str:
     """Per metric: conversations scored, the mean of their means with its interval, the mean worst turn."""
     entries = section.get("metrics") if isinstance(section.get("metrics"), Mapping) else {}
     rows = []
     for m in [m for m in metrics if isinstance(entries.get(m), Mapping)]:
-        entry, low = entries[m], m in lower
+        entry, scale = entries[m], scales[m]
         ci = entry.get("ci95")
         mean = finite(entry.get("mean"))
         rows.append(f"<tr data-metric='{e(m)}'><td class='metric'>{e(m)}"
-                    + (" <span class='muted small'>(lower is better)</span>" if low else "") + "</td>"
-                    f"<td class='num'>{_count(entry.get('n_conversations'))}</td>"
-                    f"<td class='num'>{pill(mean, lower=low)}</td>"
+                    + (" <span class='muted small'>(lower is better)</span>" if scale.lower_is_better else "")
+                    + f"</td><td class='num'>{_count(entry.get('n_conversations'))}</td>"
+                    f"<td class='num'>{pill(mean, scale=scale)}</td>"
                     f"<td class='num'>{e(fmt_interval(ci, entry.get('n_conversations'), 'conversations'))}</td>"
-                    f"<td>{ci_bar(mean, ci)}</td>"
-                    f"<td class='num'>{pill(finite(entry.get('worst_turn_mean')), lower=low)}</td></tr>")
+                    f"<td>{ci_bar(mean, ci, scale=scale)}</td>"
+                    f"<td class='num'>{pill(finite(entry.get('worst_turn_mean')), scale=scale)}</td></tr>")
     return ("<table class='summary' id='conversation-metrics'><thead><tr><th>metric</th>"
             "<th class='num'>conversations</th><th class='num'>mean of conversations</th>"
             "<th class='num'>95% interval</th><th></th><th class='num'>mean worst turn</th></tr></thead>"
@@ -172,30 +172,30 @@ def _overview(section: Mapping[str, Any], metrics: list[str], lower: set[str]) -
             "conversations.</p>")
 
 
-def _goodness(value: float | None, low: bool) -> str:
+def _goodness(value: float | None, scale: Scale) -> str:
     """A sort key where smaller is worse whatever the metric's direction ('' when unscored)."""
-    return "" if value is None else repr(-value if low else value)
+    return "" if value is None else repr(-value if scale.lower_is_better else value)
 
 
-def _badness(conversation: Conversation, metrics: list[str], lower: set[str], position: int) -> tuple:
+def _badness(conversation: Conversation, metrics: list[str], scales: dict[str, Scale], position: int) -> tuple:
     """The server's order: worst first by the first metric's conversation mean, unscored last."""
     if not metrics:
         return (0, 0.0, position)
     value = conversation.mean(metrics[0])
     if value is None:
         return (1, 0.0, position)
-    return (0, -value if metrics[0] in lower else value, position)
+    return (0, -value if scales[metrics[0]].lower_is_better else value, position)
 
 
 def _conversation_rows(data: RunData, conversation: Conversation, position: int, metrics: list[str],
-                       lower: set[str], anchors: list[str]) -> str:
+                       scales: dict[str, Scale], anchors: list[str]) -> str:
     """One conversation's tbody: its summary row, and its turns in a row shown when opened."""
     keys, cells = [], []
     for i, m in enumerate(metrics):
         mean, worst = conversation.mean(m), conversation.worst(m)
-        keys.append(f"data-g-m{i}='{_goodness(mean, m in lower)}' data-g-w{i}='{_goodness(worst, m in lower)}'")
-        cells.append(f"<td class='num'>{pill(mean, lower=m in lower)}" + (
-            f"<div class='muted small'>worst {pill(worst, lower=m in lower)}</div>" if worst is not None else "")
+        keys.append(f"data-g-m{i}='{_goodness(mean, scales[m])}' data-g-w{i}='{_goodness(worst, scales[m])}'")
+        cells.append(f"<td class='num'>{pill(mean, scale=scales[m])}" + (
+            f"<div class='muted small'>worst {pill(worst, scale=scales[m])}</div>" if worst is not None else "")
             + "</td>")
     questions = [text_of(data.results[p].sample.get("question")) for p in conversation.turns]
     search = " ".join([conversation.id, *questions]).lower()[:_SEARCH_CHARS]
@@ -203,10 +203,10 @@ def _conversation_rows(data: RunData, conversation: Conversation, position: int,
             "<tr class='crow' aria-expanded='false'><td><span class='caret'>▸</span></td>"
             f"<td>{e(conversation.id)}</td><td class='num'>{len(conversation.turns)}</td>{''.join(cells)}</tr>"
             f"<tr class='detail' hidden><td colspan='{3 + len(metrics)}'>"
-            f"{_turns_table(data, conversation, metrics, lower, anchors)}</td></tr></tbody>")
+            f"{_turns_table(data, conversation, metrics, scales, anchors)}</td></tr></tbody>")
 
 
-def _turns_table(data: RunData, conversation: Conversation, metrics: list[str], lower: set[str],
+def _turns_table(data: RunData, conversation: Conversation, metrics: list[str], scales: dict[str, Scale],
                  anchors: list[str]) -> str:
     """A conversation's turns in order: number, sample, question, answer, each metric's score."""
     rows = []
@@ -220,7 +220,7 @@ def _turns_table(data: RunData, conversation: Conversation, metrics: list[str], 
                     if worst else "")
             reason = entry.unscored_reason if entry is not None else None
             cells.append(f"<td class='num{' worst' if worst else ''}' data-metric='{e(m)}'>"
-                         f"{pill(rec.value(m), reason, lower=m in lower) if entry is not None else ''}{mark}</td>")
+                         f"{pill(rec.value(m), reason, scale=scales[m]) if entry is not None else ''}{mark}</td>")
         rows.append(f"<tr data-turn='{number}'><td class='num'>{number}</td>"
                     f"<td><a href='#{anchors[position]}'>{e(rec.id)}</a></td>"
                     f"<td><div class='text'>{e(_clip(rec.sample.get('question')))}</div></td>"

@@ -22,8 +22,8 @@ from typing import Any, Iterable
 from offline_eval.records import MetricSummary, ResultRow
 from offline_eval.report import assets, svg
 from offline_eval.report._run import (
-    RunData, calibration_notes, e, fmt_ci, fmt_interval, fmt_num, kappa_shown, load_run, lower_is_better, partial_notes,
-    str_list, text_of,
+    RunData, Scale, calibration_notes, e, fmt_ci, fmt_interval, fmt_num, kappa_shown, load_run, partial_notes,
+    scale_of, str_list, text_of,
 )
 from offline_eval.report.badges import ci_bar, pill
 from offline_eval.report.conversations import (
@@ -216,12 +216,12 @@ def _summary_section(data: RunData, metrics: list[str]) -> str:
     rows = []
     for m in metrics:
         s = summaries.get(m, _NO_SUMMARY)
-        lower = lower_is_better(m, summaries.get(m))
-        dir_html = " <span class='muted small'>(lower is better)</span>" if lower else ""
+        scale = scale_of(m, summaries.get(m))
+        dir_html = " <span class='muted small'>(lower is better)</span>" if scale.lower_is_better else ""
         rows.append(
             f"<tr data-metric='{e(m)}'><td class='metric'>{e(m)}{dir_html}</td>"
-            f"<td class='num'>{pill(s.mean, lower=lower)}</td>"
-            f"<td class='num'>{e(fmt_interval(s.ci95, s.n_scored))}</td><td>{ci_bar(s.mean, s.ci95)}</td>"
+            f"<td class='num'>{pill(s.mean, scale=scale)}</td>"
+            f"<td class='num'>{e(fmt_interval(s.ci95, s.n_scored))}</td><td>{ci_bar(s.mean, s.ci95, scale=scale)}</td>"
             f"<td class='num'>{e(fmt_num(s.std))}</td>"
             f"<td class='num'>{s.n_scored}</td>"
             f"<td class='num'>{s.n_unscored}</td>"
@@ -283,7 +283,10 @@ def _distributions_section(data: RunData, metrics: list[str]) -> str:
     cards = []
     for i, m in enumerate(metrics):
         values = [r.value(m) for r in data.results]
+        scale = scale_of(m, data.metric_summaries.get(m))
+        scored = [v for v in values if v is not None]  # a value outside the declared range is still drawn
         chart = svg.histogram(values, bins=10, title=m, x_label="score", width=360, height=190,
+                              value_range=(min([scale.low, *scored]), max([scale.high, *scored])),
                               color=svg.PALETTE[i % len(svg.PALETTE)])
         cards.append(f"<div class='card'>{inline_svg(chart)}</div>")
     return "<section id='distributions'><h2>Distributions</h2><div class='grid'>" + "".join(cards) + "</div></section>"
@@ -297,14 +300,14 @@ def _worst_section(data: RunData, metrics: list[str], anchors: list[str]) -> str
         if not scored:
             cards.append(f"<div class='card'><h3>{e(m)}</h3><p class='muted'>no scored samples</p></div>")
             continue
-        reverse = lower_is_better(m, data.metric_summaries.get(m))
-        scored.sort(key=lambda vi: (-vi[0] if reverse else vi[0], vi[1]))
+        scale = scale_of(m, data.metric_summaries.get(m))
+        scored.sort(key=lambda vi: (-vi[0] if scale.lower_is_better else vi[0], vi[1]))
         items = []
         for v, i in scored[:WORST_N]:
             rec = data.results[i]
             q = text_of(rec.sample.get("question"))
             q = q if len(q) <= 110 else q[:107] + "…"
-            items.append(f"<li>{pill(v, lower=reverse)} <a href='#{anchors[i]}'>{e(rec.id)}</a> "
+            items.append(f"<li>{pill(v, scale=scale)} <a href='#{anchors[i]}'>{e(rec.id)}</a> "
                          f"<span class='muted'>{e(q)}</span></li>")
         cards.append(f"<div class='card' data-worst='{e(m)}'><h3>{e(m)}</h3>"
                      f"<ol class='worst'>{''.join(items)}</ol></div>")
@@ -330,7 +333,7 @@ def _explained(reason: str | None, explanation: str) -> str:
     return explanation
 
 
-def _sample_detail(rec: ResultRow, metrics: list[str], lower: set[str],
+def _sample_detail(rec: ResultRow, metrics: list[str], scales: dict[str, Scale],
                    place: tuple[Conversation, int] | None = None, line: float = DEFAULT_LINE) -> str:
     """A sample's evidence; ``place``: its conversation and turn number, when it is a turn of one;
     ``line``: the P(yes) at which the run decided a verdict."""
@@ -364,7 +367,7 @@ def _sample_detail(rec: ResultRow, metrics: list[str], lower: set[str],
         if entry is None:
             continue
         reason = entry.unscored_reason
-        head = f"<span class='name'>{e(m)}</span> {pill(entry.value, reason, lower=m in lower)}"
+        head = f"<span class='name'>{e(m)}</span> {pill(entry.value, reason, scale=scales[m])}"
         if reason:
             head += f" <span class='muted small'>unscored: <code>{e(reason)}</code></span>"
         explanation = _explained(reason, entry.explanation)
@@ -386,7 +389,7 @@ def _samples_section(data: RunData, metrics: list[str], anchors: list[str],
     for i, m in enumerate(metrics):
         heads.append(f"<th class='sortable num' data-key='m{i}' data-type='num' data-metric='{e(m)}'>"
                      f"{e(m).replace('_', '_<wbr>')}<span class='arrow'></span></th>")
-    lower = {m for m in metrics if lower_is_better(m, data.metric_summaries.get(m))}
+    scales = {m: scale_of(m, data.metric_summaries.get(m)) for m in metrics}
     line = decision_line(data.run)
     bodies = []
     for idx, rec in enumerate(data.results):
@@ -407,7 +410,7 @@ def _samples_section(data: RunData, metrics: list[str], anchors: list[str],
             reason = entry.unscored_reason if entry is not None else None
             if value is None and reason:
                 unscored.append(m)
-            cells.append(f"<td class='num'>{pill(value, reason, lower=m in lower) if entry is not None else ''}</td>")
+            cells.append(f"<td class='num'>{pill(value, reason, scale=scales[m]) if entry is not None else ''}</td>")
             keys.append(f"data-k-m{i}='{'' if value is None else repr(value)}'")
         search = " ".join([sid, question, text_of(sample.get("answer")),
                            text_of(sample.get("conversation_id"))]).lower()[:_SEARCH_CHARS]
@@ -416,7 +419,7 @@ def _samples_section(data: RunData, metrics: list[str], anchors: list[str],
             f"data-unscored='{e(' '.join(unscored))}' data-search='{e(search)}'>"
             f"<tr class='srow' aria-expanded='false'>{''.join(cells)}</tr>"
             f"<tr class='detail' hidden><td colspan='{len(heads)}'>"
-            f"{_sample_detail(rec, metrics, lower, places.get(idx), line)}</td></tr>"
+            f"{_sample_detail(rec, metrics, scales, places.get(idx), line)}</td></tr>"
             "</tbody>")
     lang_opts = "".join(f"<option value='{e(l)}'>{e(l)}</option>" for l in languages)
     lang_select = (f"<label>language <select id='f-lang'><option value=''>all</option>{lang_opts}</select></label>"

@@ -12,7 +12,7 @@ from typing import IO, Any, Mapping
 from offline_eval.data.schema import printable
 from offline_eval.records import MetricSummary, RunSummary
 from offline_eval.report._run import (
-    as_run_summary, calibration_notes, fmt_ci, fmt_interval, fmt_num, kappa_shown, lower_is_better,
+    as_run_summary, calibration_notes, fmt_ci, fmt_interval, fmt_num, kappa_shown, scale_of,
 )
 
 __all__ = ["print_summary", "format_summary", "format_estimates", "format_conversations"]
@@ -165,7 +165,7 @@ def print_summary(summary: RunSummary | Mapping[str, Any], file: IO[str] | None 
     for name, mean, row in _rows(summary):
         style = ""
         if mean is not None:
-            good = 1.0 - mean if lower_is_better(name, summary.metrics.get(name)) else mean
+            good = scale_of(name, summary.metrics.get(name)).goodness(mean)
             style = "green" if good >= 0.75 else "yellow" if good >= 0.5 else "red"
         unscored = Text(row[4], style="dim" if row[4] == "0" else "yellow")
         table.add_row(Text(row[0], style="bold"), Text(row[1], style=style), row[2], row[3], unscored)

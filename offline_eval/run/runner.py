@@ -228,21 +228,23 @@ def finish_run(folder: RunFolder, samples: list[Sample], metrics: list[Metric], 
                calibrations: dict[str, Calibration | None] | None = None) -> RunOutput:
     """Put results.jsonl in dataset order and write summary.json (streaming; see :meth:`RunFolder.finish`).
 
-    Every column's summary entry records its direction (:attr:`Metric.higher_is_better`, and the
-    aggregate's). ``calibrations``: metric -> the calibration that applies to it (None: none for these
-    models); its annotations are added to the rows and the summary. A folder holding expert labels
-    (labels.jsonl, offline_eval.people.labels) gets their estimates too (``estimates``,
-    offline_eval.people.estimate)."""
+    Every column's summary entry records its direction and the values it takes
+    (:attr:`Metric.higher_is_better`, :attr:`Metric.value_range`, and the aggregate's). ``calibrations``:
+    metric -> the calibration that applies to it (None: none for these models); its annotations are added
+    to the rows and the summary. A folder holding expert labels (labels.jsonl, offline_eval.people.labels)
+    gets their estimates too (``estimates``, offline_eval.people.estimate)."""
     chosen = calibrations or {}
     directions = {m.name: m.higher_is_better for m in metrics}
+    ranges = {m.name: m.value_range for m in metrics}
     if aggregate:
         directions[Aggregate.name] = Aggregate.higher_is_better
+        ranges[Aggregate.name] = Aggregate.value_range
     names = list(directions)
 
     def summary_of(values: dict[str, list], reasons: dict[str, list],
                    rows: list[tuple[str, str | None]]) -> dict[str, Any]:
-        summary = RunSummary({n: replace(summarize(values[n], reasons[n]), higher_is_better=directions[n])
-                              for n in names},
+        summary = RunSummary({n: replace(summarize(values[n], reasons[n]), higher_is_better=directions[n],
+                                         value_range=ranges[n]) for n in names},
                              conversations=conversation_summary([c for _, c in rows], [i for i, _ in rows], values,
                                                                 directions))
         from offline_eval.people.estimate import summary_section

@@ -359,7 +359,49 @@ def test_a_metric_the_summary_marks_lower_is_better_is_coloured_that_way(tmp_pat
     assert "(lower is better)" in page
 
 
-EVIDENCE_PLUGIN = '''
+PILL = re.compile(r"<span class='pill' style='background:hsl\((\d+),[^']*'>([^<]*)</span>")
+
+
+def _graded_run(folder: Path, metric: str, values: list[float], summary: dict | None) -> Path:
+    """A run of one metric over two conversations of three turns; ``summary``: the metric's entry in
+    summary.json (None: none written, the summary is computed from the rows as for an older run)."""
+    folder.mkdir()
+    rows = [{"id": f"s{i}", "row": i + 1, "scores": {metric: {"value": v}},
+             "sample": {"question": f"q{i}", "answer": "a", "conversation_id": f"c{i // 3}"}}
+            for i, v in enumerate(values)]
+    (folder / "results.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    if summary is not None:
+        (folder / "summary.json").write_text(json.dumps({"metrics": {metric: summary}}), encoding="utf-8")
+    return folder
+
+
+def test_a_metric_on_a_1_to_5_scale_is_coloured_on_that_scale(tmp_path):
+    """rubrics_score grades 1-5: a 1 is the worst colour and a 5 the best, in the report (summary, worst
+    samples, samples, conversations) and in compare; a lower-is-better 1-5 metric of a plugin, whose
+    range only summary.json records, reads reversed. Before, every value from 1 up was the best green."""
+    from offline_eval.report._run import load_run
+    from offline_eval.report.compare import compare_runs, render_comparison_html
+    from offline_eval.report.html import render_report
+
+    grades = [1.0, 5.0, 3.0, 5.0, 1.0, 3.0]
+    plugin = {"mean": 3.0, "ci95": [2.0, 4.0], "n_scored": 6, "n_unscored": 0, "higher_is_better": False,
+              "value_range": [1, 5]}
+    for metric, best, entry in (("rubrics_score", 5.0, None), ("fault_grade", 1.0, plugin)):  # None: the class's
+        run = _graded_run(tmp_path / metric, metric, grades, entry)
+        other = _graded_run(tmp_path / f"{metric}-b", metric, [6.0 - g for g in grades], entry)
+        pages = {"report": render_report(load_run(run)),  # the compare page shows the samples that got worse
+                 "compare": render_comparison_html(compare_runs(run, other))}
+        for where, page in pages.items():
+            hues: dict[float, set[int]] = {}
+            for hue, value in PILL.findall(page):
+                hues.setdefault(float(value), set()).add(int(hue))
+            # every badge on the 1-5 scale (conversation means and worst turns among them)
+            assert all(h == {round((4 - abs(best - v)) / 4 * 120)} for v, h in hues.items()), (where, hues)
+            assert hues[best] == {120} and hues[6.0 - best] == {0} and hues[3.0] == {60}, (where, hues)
+        summary_row = pages["report"].split("<tr data-metric=", 2)[1]
+        assert "<circle cx='70.0'" in summary_row  # the mean 3 in the middle of its interval bar's 1-5
+
+EVIDENCE_PLUGIN = '''''
 from offline_eval.metrics import register_metric
 from offline_eval.metrics.base import Metric, Score
 from offline_eval.metrics.evidence import Checks

@@ -61,8 +61,13 @@ def test_what_the_runner_writes_reads_back_and_writes_again_the_same(tmp_path):
     for line in (build_run(tmp_path) / "results.jsonl").read_text(encoding="utf-8").splitlines():
         assert json.dumps(ResultRow.from_dict(json.loads(line)).to_dict(), ensure_ascii=False) == line
     entry = {**summarize([0.5, None], [None, "no_claims"]).to_dict(), "higher_is_better": False,
-             "calibration": None}
+             "value_range": [0.0, 2.0], "calibration": None}
     assert MetricSummary.from_dict(entry).to_dict() == entry
+    # each column records the values its metric takes, which the reports' colours read
+    assert {n: m.value_range for n, m in summary.metrics.items()} == {
+        "share_of_a": (0.0, 1.0), "error_share": (0.0, 2.0), "aggregate": (0.0, 1.0)}
+    for bad in ([2, 0], [0, "x"], [1], 3):  # a hand-edited range reads as not recorded
+        assert MetricSummary.from_dict({**entry, "value_range": bad}).value_range is None
 
 
 def test_the_aggregate_is_a_column_made_from_the_finished_scores(tmp_path):
