@@ -54,7 +54,7 @@ def cmd_estimate(args: argparse.Namespace) -> int:
               f"(its metrics: {', '.join(run.metrics)}): not used", file=sys.stderr)
     for metric, figures in result.estimates.items():
         note = (figures.get("ppi") or {}).get("note")
-        if note:
+        if note and args.json:  # the table shows it under the estimate
             print(f"offline-eval: {printable(metric)}: {note}", file=sys.stderr)
         excluded = figures.get("excluded") or {}
         if excluded:

@@ -218,6 +218,15 @@ def fmt_interval(ci: Any, n: Any, unit: str = "rows") -> str:
     return text
 
 
+def estimate_note(entry: Any) -> str | None:
+    """The caveat an estimate of summary.json's ``estimates`` carries on its PPI figures (every label the
+    same answer, too few labels: offline_eval.people.estimate), or None; read as untrusted. The reports
+    show it beside the estimate, which reads as a sure one without it."""
+    ppi = entry.get("ppi") if isinstance(entry, Mapping) else None
+    note = ppi.get("note") if isinstance(ppi, Mapping) else None
+    return note if isinstance(note, str) and note.strip() else None
+
+
 def calibration_notes(metrics: Mapping[str, MetricSummary]) -> list[str]:
     """Lines about the calibrations of a summary's ``metrics``: one per calibrated metric (threshold,
     where it was fitted, its cross-validated balanced accuracy), then one naming the metrics that had

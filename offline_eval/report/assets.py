@@ -54,6 +54,7 @@ th { font-weight:600; background:#eef1f5; white-space:nowrap; }
 td.num, th.num { text-align:right; font-variant-numeric:tabular-nums; }
 .summary td.metric { font-weight:600; }
 .reasons { font-size:12px; color:var(--muted); }
+.caveat { font-size:12px; color:var(--warn); text-align:left; max-width:320px; }
 .reasons code { background:#f0f2f5; padding:0 4px; border-radius:3px; }
 .pill { display:inline-block; min-width:46px; text-align:center; padding:1px 6px; border-radius:10px;
   font-variant-numeric:tabular-nums; font-size:12px; font-weight:600; }

@@ -22,8 +22,8 @@ from typing import Any, Iterable
 from offline_eval.records import MetricSummary, ResultRow
 from offline_eval.report import assets, svg
 from offline_eval.report._run import (
-    RunData, Scale, calibration_notes, e, fmt_ci, fmt_interval, fmt_num, kappa_shown, load_run, partial_notes,
-    scale_of, str_list, text_of,
+    RunData, Scale, calibration_notes, e, estimate_note, fmt_ci, fmt_interval, fmt_num, kappa_shown, load_run,
+    partial_notes, scale_of, str_list, text_of,
 )
 from offline_eval.report.badges import ci_bar, pill
 from offline_eval.report.conversations import (
@@ -259,12 +259,14 @@ def _estimates_section(data: RunData) -> str:
         lower = " <span class='muted small'>(lower is better)</span>" if entry.get("higher_is_better") is False else ""
         question = f"<div class='muted small'>{e(entry.get('question'))}</div>" if entry.get("question") else ""
         ppi_value = ppi.get("value") if isinstance(ppi.get("value"), (int, float)) else None
+        note = estimate_note(entry)
         rows.append(
             f"<tr data-metric='{e(name)}'><td class='metric'>{e(name)}{lower}{question}</td>"
             f"<td class='num'>{_as_int(entry.get('n_labelled'))} / {_as_int(entry.get('n'))}</td>"
             f"<td class='num'>{e(fmt_num(entry.get('judge_mean')))}</td>"
             f"<td class='num'>{e(fmt_num(plain.get('value')))} {e(fmt_ci(plain.get('ci95')))}</td>"
-            f"<td class='num'><b>{e(fmt_num(ppi_value))}</b> {e(fmt_ci(ppi.get('ci95')))}</td>"
+            f"<td class='num'><b>{e(fmt_num(ppi_value))}</b> {e(fmt_ci(ppi.get('ci95')))}"
+            + (f"<div class='caveat'>{e(note)}</div>" if note is not None else "") + "</td>"
             f"<td>{ci_bar(ppi_value, ppi.get('ci95'))}</td>"
             f"<td>{kappa or '—'}</td><td>{_reasons_html(excluded)}</td></tr>")
     return ("<section id='estimates'><h2>What your experts would say</h2><table class='summary'><thead><tr>"

@@ -12,7 +12,7 @@ from typing import IO, Any, Mapping
 from offline_eval.data.schema import printable
 from offline_eval.records import MetricSummary, RunSummary
 from offline_eval.report._run import (
-    as_run_summary, calibration_notes, fmt_ci, fmt_interval, fmt_num, kappa_shown, scale_of,
+    as_run_summary, calibration_notes, estimate_note, fmt_ci, fmt_interval, fmt_num, kappa_shown, scale_of,
 )
 
 __all__ = ["print_summary", "format_summary", "format_estimates", "format_conversations"]
@@ -58,11 +58,13 @@ def _kappa_text(entry: Mapping[str, Any]) -> str:
 def format_estimates(estimates: Any) -> list[str]:
     """The lines of a summary's ``estimates`` (offline_eval.people.estimate): per labelled metric, how many rows
     were labelled of how many scored, the judge-only mean, the labels' share of yes and the
-    prediction-powered estimate with their intervals, and the annotators' kappa. [] when there are none.
-    Every value is read as untrusted (a summary.json may have been edited)."""
+    prediction-powered estimate with their intervals, and the annotators' kappa, then the estimate's
+    caveat on a line of its own when it has one. [] when there are none. Every value is read as
+    untrusted (a summary.json may have been edited)."""
     if not isinstance(estimates, Mapping) or not estimates:
         return []
     rows = [_EST_HEAD]
+    notes: dict[int, str] = {}  # row -> the caveat printed under it
     for name, entry in estimates.items():
         if not isinstance(entry, Mapping):
             continue
@@ -74,12 +76,17 @@ def format_estimates(estimates: Any) -> list[str]:
                      fmt_num(entry.get("judge_mean")),
                      f"{fmt_num(plain.get('value'))} {fmt_ci(plain.get('ci95'))}",
                      f"{fmt_num(ppi.get('value'))} {fmt_ci(ppi.get('ci95'))}", _kappa_text(entry)])
+        note = estimate_note(entry)
+        if note is not None:
+            notes[len(rows) - 1] = note
     widths = [max(len(r[i]) for r in rows) for i in range(len(_EST_HEAD))]
     lines = [ESTIMATES_TITLE]
     for j, r in enumerate(rows):
         lines.append("  ".join(c.ljust(widths[i]) for i, c in enumerate(r)).rstrip())
         if j == 0:
             lines.append("  ".join("-" * w for w in widths))
+        if j in notes:
+            lines.append(f"  PPI estimate: {printable(notes[j])}")
     lines.append("(the share of yes people would give to each metric's question over all N rows; the labelled "
                  "rows must be a random sample of them)")
     return lines

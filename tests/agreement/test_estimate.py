@@ -262,6 +262,32 @@ def test_a_report_survives_a_hostile_estimates_section(tmp_path):
     assert "\x1b" not in text and "\\x1b[2J" in text  # a control character is shown escaped, never sent
 
 
+def test_an_estimate_s_caveat_is_shown_beside_it_in_the_table_and_the_report(tmp_path, capsys):
+    """One label: the estimate reads 1.000 [0.207, 1.000], and the note that says why it cannot be trusted
+    (every label the same answer, only 1 label) stands beside it in the run's terminal table and report,
+    not only on `estimate`'s stderr; once, on one line, and escaped."""
+    from offline_eval.report.html import write_report
+    from offline_eval.report.terminal import format_summary
+
+    run = build_run(tmp_path)
+    _write_labels(run / "labels.jsonl", [{"id": "q01", "metric": "faithfulness", "label": "yes"}])
+    assert main(["estimate", str(run)]) == 0
+    out, err = capsys.readouterr()
+    summary = json.loads((run / "summary.json").read_text(encoding="utf-8"))
+    note = summary["estimates"]["faithfulness"]["ppi"]["note"]
+    assert note.startswith("every label is the same answer; only 1 label: ")
+    assert out.count(note) == 1 and note not in err  # in the table, not again on stderr
+    assert f"  PPI estimate: {note}" in format_summary(summary).splitlines()
+    section = write_report(run).read_text(encoding="utf-8").split("id='estimates'")[1].split("</section>")[0]
+    assert f"<div class='caveat'>{note}</div>" in section
+    summary["estimates"]["faithfulness"]["ppi"]["note"] = EVIL + "\nsecond line"
+    (run / "summary.json").write_text(json.dumps(summary), encoding="utf-8")
+    page = write_report(run).read_text(encoding="utf-8")
+    assert EVIL not in page and "&lt;script&gt;window.__pwned=1&lt;/script&gt;" in page.split("id='estimates'")[1]
+    assert "  PPI estimate: <script>window.__pwned=1</script><img src=x onerror=\"window.__pwned=2\">\\nsecond line" \
+        in format_summary(summary).splitlines()
+
+
 def test_labels_given_on_another_run_are_left_out_and_counted(tmp_path, capsys):
     run = build_run(tmp_path)
     (run / "run.json").write_text(json.dumps({"fingerprint": "this-run", "metrics": ["faithfulness"]}))
