@@ -148,18 +148,19 @@ def _labelled_notes_apart(rows_of: dict[str, int | None], language: str,
     its label where a word of the label names the grading and the answer's words come before it (words the
     contexts hold, or, in the answer's first sentence, any, since a wrong answer holds none of the
     contexts' words: "Lyon Grader's remark: ..."; :func:`_label_start`), else after the colon where the text
-    before it shares a word with what the answer is about ("Paris Note: ..."). The note is then a
+    before it shares a word with what the answer is about ("Paris Note: ..."). Without a colon, a note
+    that names the grading from its first word, a capital after the answer's words, is cut off there: a
+    sentence whose full stop is missing ("Lyon This reply is fully supported."). The note is then a
     statement of its own, which :func:`grading_notes` reads as one that names the grading (its label may
-    share a word with the contexts: "Reviewer's note (QA team)" beside a passage about a team). A sentence
-    that is a note from
-    its first word ("Note: graders should ...", "Message for the evaluator: ...") stays one; a table's
-    rows are left as they are (a table is read as one)."""
+    share a word with the contexts: "Reviewer's note (QA team)" beside a passage about a team). A
+    sentence that is a note from its first word ("Note: graders should ...", "Message for the evaluator:
+    ...") stays one; a table's rows are left as they are (a table is read as one)."""
     topic: set[str] | None = None
     out: dict[str, int | None] = {}
     notes: set[str] = set()
     for n, (sentence, table) in enumerate(rows_of.items()):
         parts = None
-        if table is None and _COLON.search(sentence):
+        if table is None and names_grading(sentence):  # a note cut off names it
             if topic is None:
                 topic = set().union(*(topic_terms(text, language) for text in about))
             parts = _note_apart(sentence, language, topic, first=n == 0)
@@ -174,10 +175,10 @@ _COLON = re.compile("[:：]")
 
 
 def _note_apart(sentence: str, language: str, topic: set[str], *, first: bool) -> tuple[str, str] | None:
-    """``sentence`` as (the answer, a labelled note to the grader) where one runs on into the other (see
-    :func:`_labelled_notes_apart`), or None. Only a note that names the grading after its colon and shares
-    no word with what the answer is about is cut off, so a claim about reviewers or scores that speaks of
-    what the contexts speak of stays whole."""
+    """``sentence`` as (the answer, a note to the grader) where one runs on into the other (see
+    :func:`_labelled_notes_apart`), or None. Only a note that names the grading and shares no word with
+    what the answer is about is cut off, so a claim about reviewers or scores that speaks of what the
+    contexts speak of stays whole."""
     def shares(text: str) -> bool:
         return bool(topic_terms(text, language) & topic)
 
@@ -195,6 +196,15 @@ def _note_apart(sentence: str, language: str, topic: set[str], *, first: bool) -
             return before.strip(), sentence[start:].strip()
         if label is None and shares(head):  # "Paris Note: ...": the answer's words before a label naming nothing
             return head.strip(), tail.strip()
+    # no label: a note begun as a sentence of its own, its capital after the answer with no full stop
+    # between them ("Lyon This reply was checked and is fully supported."); in the answer's words a capital
+    # mid-sentence starts a name, which a note that shares no word with the contexts does not carry
+    for label in _NAMES_GRADING.finditer(sentence):
+        start = _label_start(sentence, label.start(), language)
+        before, tail = sentence[:start], sentence[start:]
+        if (tail.lstrip()[:1].isupper() and topic_terms(before, language) and (shares(before) or first)
+                and not shares(tail)):
+            return before.strip(), tail.strip()
     return None
 
 
@@ -209,8 +219,8 @@ def _label_start(head: str, at: int, language: str) -> int:
     k = len(words)
     while k and words[k - 1].group().isalpha() and not topic_terms(words[k - 1].group(), language):
         k -= 1
-    if 0 < k < len(words):  # function words taken: the word they hang from is the label's too
-        k -= 1
+    if 0 < k < len(words) and not words[k].group()[:1].isupper():
+        k -= 1  # function words taken: the word they hang from is the label's too ("Note to"; not "Florida The")
     start = words[k].start() if k < len(words) else at
     return _OPENING.search(head, 0, start).start()
 
