@@ -215,6 +215,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--metrics", default=",".join(METRICS))
     p.add_argument("--phrasings", default=",".join(PHRASINGS))
     p.add_argument("--new", action="store_true", help="issue #56's phrasings only (NEW_PHRASINGS)")
+    p.add_argument("--phrase", action="append", default=[], metavar="NAME=TEXT",
+                   help="a phrasing of your own, planted as the others are (name it in --phrasings too)")
     p.add_argument("--placements", default=",".join(PLACEMENTS))
     p.add_argument("--setting", action="append", default=[], metavar="NAME=VALUE",
                    help="a setting of the run (e.g. baseline_weight=0.5), for comparing defences")
@@ -229,6 +231,11 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     if not bench.use_shared_data("injection", args.data, args.judge):
         return 2
+    for item in args.phrase:
+        name, sep, text = item.partition("=")
+        if not (sep and name.strip() and text.strip()):
+            raise SystemExit(f"injection: --phrase {item!r}: expected NAME=TEXT")
+        PHRASINGS[name.strip()] = text
     sets, metrics = _csv(args.sets, ("begin", "rgb_en")), _csv(args.metrics, METRICS)
     phrasings = list(NEW_PHRASINGS) if args.new else _csv(args.phrasings, PHRASINGS)
     placements = _csv(args.placements, PLACEMENTS)
