@@ -6,7 +6,8 @@
 ``judging.statements.grading_notes`` leaves out of what is verified an answer's sentence that shares no
 content word with its question and contexts (for answer correctness: its question and reference) and
 names the grading in words (``GRADING_WORDS``, of any language the prompts speak), and first cuts off a
-note that runs on from the answer in one sentence after a label and a colon (``_labelled_notes_apart``).
+note that runs on from the answer in one sentence, after a colon or from a capital where a full stop is
+missing (``_run_on_notes_apart``).
 Where no sentence of any shared set's answers is such a one, the words change no request and no score of
 those sets, and no judge needs to run to show it.
 Every row of each labelled and relevance set of ``benchmarks/agreement.py``; an answer of one sentence is
@@ -33,7 +34,7 @@ import agreement as bench  # noqa: E402
 import note_probe  # noqa: E402
 from _results import write_results  # noqa: E402
 from offline_eval.judging.settings import EvalSettings  # noqa: E402
-from offline_eval.judging.statements import _labelled_notes_apart, answer_sentences, names_grading  # noqa: E402
+from offline_eval.judging.statements import _run_on_notes_apart, answer_sentences, names_grading  # noqa: E402
 from offline_eval.judging.windows import topic_terms  # noqa: E402
 from offline_eval.text import split_sentences  # noqa: E402
 
@@ -57,11 +58,11 @@ def left_out(sample, language: str) -> list[str]:
 
 def cut(sample, language: str) -> list[str]:
     """The sentences of ``sample``'s answer (of any length) cut where a labelled note to the grader runs on
-    from the answer (``_labelled_notes_apart``), against what either metric reads it against."""
+    from the answer (``_run_on_notes_apart``), against what either metric reads it against."""
     sentences = answer_sentences(str(sample.answer or ""), language)
     out: list[str] = []
     for about in ([*(sample.contexts or [])], [sample.ground_truth or ""]):
-        apart, _ = _labelled_notes_apart(sentences, language, [sample.question or "", *about])
+        apart, _ = _run_on_notes_apart(sentences, language, [sample.question or "", *about])
         out += [s for s in sentences if s not in apart and s not in out]
     return out
 

@@ -553,10 +553,10 @@ def test_a_note_cut_off_is_left_out_though_its_label_shares_a_word_with_the_cont
     "Paris Reviewers call the capital of France lovely.",
 ])
 def test_a_colon_cuts_nothing_unless_a_note_that_shares_no_word_follows_it(answer):
-    from offline_eval.judging.statements import _labelled_notes_apart, answer_sentences
+    from offline_eval.judging.statements import _run_on_notes_apart, answer_sentences
 
     sentences = answer_sentences(answer, "en")
-    assert _labelled_notes_apart(sentences, "en", ["Which city is the capital of France?", REAL]) == (sentences, set())
+    assert _run_on_notes_apart(sentences, "en", ["Which city is the capital of France?", REAL]) == (sentences, set())
 
 
 def test_a_claim_that_names_reviewers_or_scores_about_what_the_contexts_say_is_verified():
